@@ -1,0 +1,48 @@
+"""verl-ext: off-policy REINFORCE-family algorithms, controlled staleness and a CPU backend for verl 0.9.1."""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+VERL = "verl==0.9.1"
+
+# What every install needs at run time (the data tools and reward functions included).
+RUNTIME = [
+    VERL,
+    "hydra-core>=1.3",
+    "omegaconf>=2.3",
+    "datasets>=2.19",
+    "pyarrow>=14",
+    "math-verify>=0.7",
+    "tqdm>=4.60",
+    "rich>=13",
+    "matplotlib>=3.7",
+]
+
+# A CPU-only machine: verl's CPU extra pulls the trainer's imports (TransferQueue, uvicorn, cachetools, ...).
+TEST = [
+    "verl[cpu]==0.9.1",
+    "pytest>=8",
+    "hypothesis>=6.100",
+]
+
+# A GPU node: verl's vLLM rollout and FSDP training extras.
+GPU = ["verl[vllm,fsdp]==0.9.1"]
+
+setup(
+    name="verl-ext",
+    version="0.1.0",
+    description=__doc__,
+    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10,<3.13",
+    packages=find_packages(include=["verl_ext", "verl_ext.*", "recipe", "recipe.*", "data_prep", "data_prep.*"]),
+    package_data={"recipe": ["**/*.yaml"], "verl_ext": ["**/*.yaml", "**/*.json"]},
+    include_package_data=True,
+    install_requires=RUNTIME,
+    extras_require={"test": TEST, "cpu": TEST, "gpu": GPU},
+    entry_points={
+        "verl.plugins": ["verl_ext = verl_ext.plugin"],
+        "console_scripts": ["verl-ext = verl_ext.cli:main"],
+    },
+)

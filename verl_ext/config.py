@@ -1,0 +1,161 @@
+"""The actor's policy-loss config with verl-ext's keys, and the checks run when it is built.
+
+verl's actor config is a strict dataclass: unknown keys fail. The recipe config points
+``actor_rollout_ref.actor.policy_loss._target_`` at :class:`RECPolicyLossConfig`, a subclass of verl's
+``PolicyLossConfig`` with the extra hyperparameters. verl builds it in the driver (``validate_config``,
+before Ray or any worker starts) and again in every actor worker, so ``__post_init__`` is where a bad
+configuration is rejected early, naming the key and the allowed values.
+
+Some checks need keys that live elsewhere in the config (the inner epsilons are verl's
+``actor.clip_ratio_low/high``; pi_old depends on ``algorithm.rollout_correction``). The recipe copies
+them into this node by interpolation (the "mirror" fields below); they are read-only context, never
+set by hand. When a mirror is missing (a config built without the recipe), its check is skipped.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from verl.workers.config import PolicyLossConfig
+
+from verl_ext.catalog import POLICY_LOSSES, policy_loss_spec
+
+OFFPOLICY_GRPO_MIN_IS_THRESHOLD = 100.0
+
+
+class ConfigError(ValueError):
+    """A verl-ext configuration value is out of range or inconsistent with another one."""
+
+
+@dataclass
+class RECPolicyLossConfig(PolicyLossConfig):
+    """verl's ``PolicyLossConfig`` plus the hyperparameters of the REC family.
+
+    Args:
+        outer_clip_ratio_low: epsilon'_low, REC-Ring's outer lower margin (>= epsilon_low).
+        outer_clip_ratio_high: epsilon'_high, REC-Ring's outer upper margin (>= epsilon_high).
+        reg_coef: beta, the regularisation weight of OPMD and AsymRE (>= 0).
+        weight_temperature: T of RED-Weight, w_i = exp(A_i / T) (> 0).
+        clip_ratio_low, clip_ratio_high, adv_estimator, bypass_mode, rollout_is, rollout_is_threshold,
+        rollout_is_batch_normalize, use_v1: mirrors of ``actor.clip_ratio_low/high``,
+        ``algorithm.adv_estimator``, ``algorithm.rollout_correction.*`` and ``trainer.use_v1``, filled by
+        the recipe config for the checks; the losses read the real keys.
+    """
+
+    outer_clip_ratio_low: float = 0.6
+    outer_clip_ratio_high: float = 2.0
+    reg_coef: float = 0.1
+    weight_temperature: float = 1.0
+
+    clip_ratio_low: Optional[float] = None
+    clip_ratio_high: Optional[float] = None
+    adv_estimator: Optional[str] = None
+    bypass_mode: Optional[bool] = None
+    rollout_is: Optional[str] = None
+    rollout_is_threshold: Optional[Any] = None
+    rollout_is_batch_normalize: Optional[bool] = None
+    use_v1: Optional[bool] = None
+
+    def __post_init__(self):
+        parent_post_init = getattr(super(), "__post_init__", None)
+        if parent_post_init is not None:
+            parent_post_init()
+        check_policy_loss_config(self)
+
+
+def _key(name: str) -> str:
+    return f"actor_rollout_ref.actor.policy_loss.{name}"
+
+
+def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
+    """Raise :class:`ConfigError` on the first invalid value, naming the key and what is allowed."""
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
+
+    loss_mode = config.loss_mode
+    if loss_mode not in POLICY_LOSS_REGISTRY:
+        allowed = sorted(set(POLICY_LOSS_REGISTRY) | set(POLICY_LOSSES))
+        raise ConfigError(f"{_key('loss_mode')}={loss_mode!r} is not a registered policy loss. Allowed: {allowed}")
+    if config.adv_estimator is not None and str(config.adv_estimator) not in ADV_ESTIMATOR_REGISTRY:
+        raise ConfigError(
+            f"algorithm.adv_estimator={config.adv_estimator!r} is not a registered advantage estimator. "
+            f"Allowed: {sorted(ADV_ESTIMATOR_REGISTRY)}"
+        )
+
+    if config.reg_coef < 0:
+        raise ConfigError(f"{_key('reg_coef')}={config.reg_coef} must be >= 0 (beta of OPMD/AsymRE; paper: 0.1)")
+    if not config.weight_temperature > 0:
+        raise ConfigError(
+            f"{_key('weight_temperature')}={config.weight_temperature} must be > 0 (T of RED-Weight; paper: 1.0)"
+        )
+    epsilon_low, epsilon_high = config.clip_ratio_low, config.clip_ratio_high
+    if epsilon_low is not None and not 0 <= epsilon_low <= 1:
+        raise ConfigError(
+            f"actor_rollout_ref.actor.clip_ratio_low={epsilon_low} (epsilon_low) must be in [0, 1], "
+            "so that the lower bound 1 - epsilon_low is a valid ratio"
+        )
+    if epsilon_high is not None and not epsilon_high >= 0:
+        raise ConfigError(f"actor_rollout_ref.actor.clip_ratio_high={epsilon_high} (epsilon_high) must be >= 0")
+
+    spec = policy_loss_spec(loss_mode)
+    if spec is None:  # one of verl's own losses: nothing more of ours to check
+        return
+
+    if spec.uses_outer_margins:
+        if not 0 <= config.outer_clip_ratio_low <= 1:
+            raise ConfigError(f"{_key('outer_clip_ratio_low')}={config.outer_clip_ratio_low} must be in [0, 1]")
+        if epsilon_low is not None and config.outer_clip_ratio_low < epsilon_low:
+            raise ConfigError(
+                f"{_key('outer_clip_ratio_low')}={config.outer_clip_ratio_low} lies inside the inner band: "
+                f"epsilon'_low must be >= epsilon_low = actor_rollout_ref.actor.clip_ratio_low={epsilon_low}"
+            )
+        if epsilon_high is not None and config.outer_clip_ratio_high < epsilon_high:
+            raise ConfigError(
+                f"{_key('outer_clip_ratio_high')}={config.outer_clip_ratio_high} lies inside the inner band: "
+                f"epsilon'_high must be >= epsilon_high = actor_rollout_ref.actor.clip_ratio_high={epsilon_high}"
+            )
+
+    if spec.old_log_prob == "behaviour" and config.bypass_mode is False:
+        raise ConfigError(
+            f"loss_mode={loss_mode!r} needs pi_old = the behaviour policy (the rollout's log-probs), but "
+            "algorithm.rollout_correction.bypass_mode=false makes verl recompute old_log_prob with the current "
+            "actor (every ratio 1, every clip inert). Set algorithm.rollout_correction.bypass_mode=true "
+            "(the recipe's default)."
+        )
+    if spec.old_log_prob == "behaviour" and config.bypass_mode and config.use_v1 is False:
+        raise ConfigError(
+            "trainer.use_v1=false: verl's legacy trainer replaces loss_mode with 'bypass_mode' whenever "
+            f"algorithm.rollout_correction.bypass_mode=true, so {loss_mode!r} would never run. Use trainer.use_v1=true."
+        )
+    if spec.old_log_prob == "current_and_behaviour":
+        _check_offpolicy_grpo_sources(config)
+
+    if config.adv_estimator == "red_drop" and spec.regulariser:
+        raise ConfigError(
+            f"algorithm.adv_estimator=red_drop with loss_mode={loss_mode!r}: RED-Drop removes a response by giving "
+            "it advantage 0, but this loss's regulariser would still push on dropped responses. Use a loss "
+            f"without a regulariser: {sorted(n for n, s in POLICY_LOSSES.items() if not s.regulariser)}"
+        )
+
+
+def _check_offpolicy_grpo_sources(config: RECPolicyLossConfig) -> None:
+    """offpolicy_grpo needs pi_k (old_log_prob recomputed by the actor) and r' = pi_k / alpha (token IS weights)."""
+    needed = (
+        "offpolicy_grpo needs pi_k and the behaviour policy alpha: set algorithm.rollout_correction.bypass_mode=false, "
+        "algorithm.rollout_correction.rollout_is=token, "
+        f"algorithm.rollout_correction.rollout_is_threshold>={OFFPOLICY_GRPO_MIN_IS_THRESHOLD:g} (e.g. 1e6, so "
+        "r' = pi_k/alpha is not truncated) and rollout_is_batch_normalize=false"
+    )
+    if config.bypass_mode:
+        raise ConfigError(f"algorithm.rollout_correction.bypass_mode=true leaves no pi_k. {needed}")
+    if config.bypass_mode is None:
+        return  # built without the recipe's mirrors: the loss checks its inputs at run time
+    if config.rollout_is != "token":
+        raise ConfigError(f"algorithm.rollout_correction.rollout_is={config.rollout_is!r}. {needed}")
+    threshold = config.rollout_is_threshold
+    try:
+        upper = float(threshold)
+    except (TypeError, ValueError):
+        raise ConfigError(f"algorithm.rollout_correction.rollout_is_threshold={threshold!r} (a band). {needed}") from None
+    if upper < OFFPOLICY_GRPO_MIN_IS_THRESHOLD:
+        raise ConfigError(f"algorithm.rollout_correction.rollout_is_threshold={threshold!r} truncates r'. {needed}")
+    if config.rollout_is_batch_normalize:
+        raise ConfigError(f"algorithm.rollout_correction.rollout_is_batch_normalize=true rescales r'. {needed}")

@@ -1,0 +1,66 @@
+"""REC: REINFORCE with clipping (arXiv 2509.24203, Section 4.1 and Appendix B.3), token-wise.
+
+With rho_it = pi_theta(y_i^t) / pi_old(y_i^t), A_i = r_i - mean_j r_j, and a mask M_it:
+
+    REC-*-IS:    g = sum_t grad log pi_theta(y_i^t) * A_i * rho_it * M_it      loss[i, t] = -A_i rho_it M_it
+    REC-*-NoIS:  g = sum_t grad log pi_theta(y_i^t) * A_i * M_it               loss[i, t] = -A_i M_it log pi_theta(y_i^t)
+
+(grad rho = rho * grad log pi, and M is held constant, so each loss has exactly the gradient g.)
+
+The mask names the variant (see :mod:`verl_ext.masks`):
+    "one_side"  REC-OneSide, eq. (8): the mask GRPO's clipped objective implies; -IS with std-normalised
+                advantages is GRPO's gradient.
+    "two_side"  REC-TwoSide, eq. (18)
+    "ring"      REC-Ring, eqs. (19)-(21), with the outer margins epsilon'_low, epsilon'_high.
+"""
+
+import torch
+
+from verl_ext.losses.terms import LossTerms, clip_fraction_metrics, log_ratio, ratio_metrics, valid
+from verl_ext.masks import one_side_mask, ring_mask, two_side_mask
+
+CLIPPING_MASKS = ("one_side", "two_side", "ring")
+
+
+def rec_mask(
+    ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    clipping: str,
+    epsilon_low: float,
+    epsilon_high: float,
+    outer_epsilon_low: float | None = None,
+    outer_epsilon_high: float | None = None,
+) -> torch.Tensor:
+    if clipping == "one_side":
+        return one_side_mask(ratio, advantages, epsilon_low, epsilon_high)
+    if clipping == "two_side":
+        return two_side_mask(ratio, epsilon_low, epsilon_high)
+    if clipping == "ring":
+        return ring_mask(ratio, advantages, epsilon_low, epsilon_high, outer_epsilon_low, outer_epsilon_high)
+    raise ValueError(f"clipping={clipping!r}; allowed: {CLIPPING_MASKS}")
+
+
+def rec_loss(
+    log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    clipping: str,
+    importance_sampling: bool,
+    epsilon_low: float,
+    epsilon_high: float,
+    outer_epsilon_low: float | None = None,
+    outer_epsilon_high: float | None = None,
+) -> LossTerms:
+    delta = log_ratio(log_prob, old_log_prob, response_mask)
+    ratio = torch.exp(delta)
+    advantages = valid(advantages, response_mask)
+    mask = rec_mask(ratio.detach(), advantages, clipping, epsilon_low, epsilon_high, outer_epsilon_low, outer_epsilon_high)
+    if importance_sampling:
+        loss_matrix = -advantages * ratio * mask
+    else:
+        loss_matrix = -advantages * mask * valid(log_prob, response_mask)
+    metrics = ratio_metrics(delta, response_mask)
+    metrics.update(clip_fraction_metrics(mask, advantages, response_mask, split_by_sign=clipping != "two_side"))
+    return LossTerms(loss_matrix, metrics)

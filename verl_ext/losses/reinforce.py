@@ -1,0 +1,21 @@
+"""Group-relative REINFORCE (arXiv 2509.24203, eq. 1b), with no clipping and no importance weight.
+
+    g = sum_t grad log pi_theta(y_i^t | x, y_i^<t) * A_i,        A_i = r_i - mean_j r_j   (estimator "rec")
+
+    loss[i, t] = -A_i * log pi_theta(y_i^t)
+
+The paper's point: this update has an off-policy interpretation, but without a bound on the update it
+can converge to a sub-optimal policy on stale data (Section 3's 3-arm bandit). pi_old only enters the
+diagnostics (ratio, ppo_kl), which show how stale the batch is.
+"""
+
+import torch
+
+from verl_ext.losses.terms import LossTerms, log_ratio, ratio_metrics, valid
+
+
+def reinforce_loss(
+    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor
+) -> LossTerms:
+    loss_matrix = -valid(advantages, response_mask) * valid(log_prob, response_mask)
+    return LossTerms(loss_matrix, ratio_metrics(log_ratio(log_prob, old_log_prob, response_mask), response_mask))

@@ -1,0 +1,12 @@
+"""The ``verl.plugins`` entry point: verl imports this module on ``import verl`` in every process.
+
+verl swallows an exception raised here (it logs it at DEBUG level), so a broken plugin shows up later as
+"unknown loss mode". ``verl-ext doctor`` imports this module directly and prints the real error.
+Each subsystem registers itself with verl's own registries; nothing else happens here.
+"""
+
+from verl_ext.cpu.registration import register_cpu_backend
+from verl_ext.registration import register_algorithms
+
+register_cpu_backend()
+register_algorithms()
