@@ -7,6 +7,8 @@ Each subsystem registers itself with verl's own registries; nothing else happens
 
 from verl_ext.cpu.registration import register_cpu_backend
 from verl_ext.registration import register_algorithms
+from verl_ext.staleness import register_staleness
 
 register_cpu_backend()
 register_algorithms()
+register_staleness()

@@ -1,0 +1,62 @@
+"""``verl-ext schedule`` (schedule_main): the JSON rows are the schedule's, the table shows them."""
+
+import json
+
+import pytest
+
+from verl_ext.staleness.cli import schedule_main
+from verl_ext.staleness.schedule import StalenessSchedule
+
+
+def run_json(capsys, *args: str) -> list[dict]:
+    assert schedule_main([*args, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("m,n", [(1, 0), (3, 1), (4, 0), (1, 4), (20, 10)])
+def test_json_rows_are_the_schedule(capsys, m, n):
+    rows = run_json(capsys, "--sync-interval", str(m), "--sync-offset", str(n), "--steps", "25")
+    schedule = StalenessSchedule(sync_interval=m, sync_offset=n)
+    assert len(rows) == 25
+    for step, row in enumerate(rows):
+        assert set(row) == {"step", "behaviour_version", "lag", "synced"}
+        assert row == {
+            "step": step,
+            "behaviour_version": schedule.behaviour_version(step),
+            "lag": schedule.lag(step),
+            "synced": schedule.synced_after(step),
+        }
+
+
+def test_offline_flag(capsys):
+    rows = run_json(capsys, "--sync-interval", "3", "--steps", "6", "--offline")
+    assert [row["behaviour_version"] for row in rows] == [0] * 6
+    assert [row["lag"] for row in rows] == list(range(6))
+    assert not any(row["synced"] for row in rows)
+
+
+def test_table_lists_every_step_and_the_push_count(capsys):
+    assert schedule_main(["--sync-interval", "3", "--sync-offset", "1", "--steps", "7"]) == 0
+    out = capsys.readouterr().out
+    for header in ("step", "behaviour_version", "lag", "synced"):
+        assert header in out
+    schedule = StalenessSchedule(sync_interval=3, sync_offset=1)
+    assert out.count("yes") == schedule.sync_count(7)
+    assert f"{schedule.sync_count(7)} weight pushes" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--sync-interval", "0", "--steps", "3"],
+        ["--sync-offset", "-1", "--steps", "3"],
+        ["--steps", "-3"],
+        ["--sync-interval", "2"],
+        ["--steps", "3", "--format", "yaml"],
+    ],
+)
+def test_invalid_arguments_exit_with_usage_error(capsys, args):
+    with pytest.raises(SystemExit) as exit_info:
+        schedule_main(args)
+    assert exit_info.value.code == 2
+    assert "usage:" in capsys.readouterr().err

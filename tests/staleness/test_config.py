@@ -1,0 +1,89 @@
+"""``trainer.v1.delayed_sync``: the recipe config composes with verl's Hydra config in each mode, passes
+verl's validate_config, and bad values are rejected with the key and the allowed values."""
+
+import pytest
+from omegaconf import OmegaConf
+
+from tests.recipe_config import compose_recipe
+from verl_ext.staleness.config import DelayedSyncConfig, delayed_sync_config_from, read_delayed_sync_block
+from verl_ext.staleness.schedule import StalenessSchedule
+
+MODE = "trainer.v1.trainer_mode=delayed_sync"
+
+
+def verl_validate(config):
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+
+
+@pytest.mark.parametrize(
+    "overrides,expected",
+    [
+        ((), DelayedSyncConfig()),
+        (
+            ("trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1"),
+            DelayedSyncConfig(sync_interval=3, sync_offset=1),
+        ),
+        (("trainer.v1.delayed_sync.offline=true",), DelayedSyncConfig(offline=True)),
+        (("trainer.v1.delayed_sync.measure_mismatch=false",), DelayedSyncConfig(measure_mismatch=False)),
+    ],
+)
+def test_each_mode_composes_and_validates(overrides, expected):
+    config = compose_recipe(MODE, *overrides)
+    verl_validate(config)
+    assert delayed_sync_config_from(config) == expected
+    assert expected.schedule() == StalenessSchedule(expected.sync_interval, expected.sync_offset, expected.offline)
+
+
+def test_recipe_defaults_are_verl_sync_semantics():
+    config = compose_recipe()
+    assert config.trainer.v1.trainer_mode == "sync"  # verl's default mode is untouched
+    block = read_delayed_sync_block(config.trainer.v1.delayed_sync)
+    assert block == DelayedSyncConfig()
+    assert config.algorithm.rollout_correction.bypass_mode is True  # pi_old := behaviour log-probs
+
+
+@pytest.mark.parametrize(
+    "override,key,allowed",
+    [
+        ("trainer.v1.delayed_sync.sync_interval=0", "trainer.v1.delayed_sync.sync_interval=0", "an integer >= 1"),
+        ("trainer.v1.delayed_sync.sync_interval=1.5", "trainer.v1.delayed_sync.sync_interval=1.5", "an integer >= 1"),
+        ("trainer.v1.delayed_sync.sync_interval=true", "trainer.v1.delayed_sync.sync_interval=True", "an integer"),
+        ("trainer.v1.delayed_sync.sync_offset=-2", "trainer.v1.delayed_sync.sync_offset=-2", "an integer >= 0"),
+        ("trainer.v1.delayed_sync.sync_offset=abc", "trainer.v1.delayed_sync.sync_offset='abc'", "an integer >= 0"),
+        ("trainer.v1.delayed_sync.offline=2", "trainer.v1.delayed_sync.offline=2", "true or false"),
+        ("trainer.v1.delayed_sync.measure_mismatch=null", "measure_mismatch=None", "true or false"),
+        ("actor_rollout_ref.hybrid_engine=false", "actor_rollout_ref.hybrid_engine=False", "true"),
+        ("actor_rollout_ref.rollout.calculate_log_probs=false", "calculate_log_probs=False", "true"),
+        ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.enable=True", "false with delayed_sync"),
+        ("trainer.v1.sampler.sync_refill_failed_groups=true", "sync_refill_failed_groups=True", "false"),
+        ("skip.rollout_tq.enable=true", "skip.rollout_tq.enable=True", "false with delayed_sync"),
+        ("trainer.v1.sampler.custom_sampler.path=x.py", "custom_sampler.path='x.py'", "null with delayed_sync"),
+    ],
+)
+def test_invalid_values_name_the_key_and_the_allowed_values(override, key, allowed):
+    config = compose_recipe(MODE, override)
+    with pytest.raises(ValueError) as error:
+        delayed_sync_config_from(config)
+    assert key in str(error.value)
+    assert f"allowed values are {allowed}" in str(error.value)
+
+
+def test_unknown_keys_are_rejected_with_the_allowed_keys():
+    config = compose_recipe(MODE, "+trainer.v1.delayed_sync.sync_intervall=3")
+    with pytest.raises(ValueError, match="unknown key.*sync_intervall.*allowed keys are sync_interval, sync_offset"):
+        delayed_sync_config_from(config)
+
+
+def test_another_trainer_mode_is_rejected():
+    with pytest.raises(ValueError, match="trainer.v1.trainer_mode='sync' is invalid.*'delayed_sync'"):
+        delayed_sync_config_from(compose_recipe())
+
+
+def test_a_config_without_the_block_takes_the_defaults():
+    config = compose_recipe(MODE)
+    with_block_removed = OmegaConf.to_container(config)
+    del with_block_removed["trainer"]["v1"]["delayed_sync"]
+    assert delayed_sync_config_from(OmegaConf.create(with_block_removed)) == DelayedSyncConfig()

@@ -1,0 +1,26 @@
+"""Controlled staleness: the ``delayed_sync`` v1 trainer mode (docs/staleness.md).
+
+- :mod:`~verl_ext.staleness.schedule`: which policy version generates each step's batch (pure).
+- :mod:`~verl_ext.staleness.config`: the ``trainer.v1.delayed_sync`` keys and their checks.
+- :mod:`~verl_ext.staleness.trainer`: the verl trainer mode (imports verl's v1 trainer: heavy).
+- :mod:`~verl_ext.staleness.cli`: ``verl-ext schedule``, a preview of the schedule.
+"""
+
+import wrapt
+
+VERL_TRAINER_MODULE = "verl.trainer.ppo.v1.trainer_base"
+
+
+def register_staleness() -> None:
+    """Register ``trainer.v1.trainer_mode=delayed_sync`` with verl's ``register_trainer``.
+
+    verl loads plugins on ``import verl`` in every process, while only the TaskRunner needs the trainer,
+    and importing verl's v1 trainer costs seconds: the registration runs when (and wherever) verl's
+    ``trainer_base`` module is imported, right before verl looks the mode up. Errors are not swallowed.
+    """
+    wrapt.register_post_import_hook(_register_trainer, VERL_TRAINER_MODULE)
+
+
+def _register_trainer(_trainer_base_module) -> None:
+    # importing the module runs its @register_trainer("delayed_sync") decorator
+    import verl_ext.staleness.trainer  # noqa: F401

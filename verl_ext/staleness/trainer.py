@@ -1,0 +1,405 @@
+"""``trainer.v1.trainer_mode=delayed_sync``: verl's v1 PPO trainer with controlled, measured staleness.
+
+Design (the reasons are in docs/staleness.md). Colocated vLLM sleeps at level 2 between generations and
+discards its weights, so the rollout engine can only generate right after a weight push. The trainer
+therefore generates, right after each push of version p, every batch that version p generates under the
+schedule (:mod:`verl_ext.staleness.schedule`), waits for them, puts the engine back to sleep and trains
+from that FIFO of pending batches, which lives in verl's TransferQueue: the engine wakes once per
+interval, and the number of pushes after training steps is exactly the schedule's number of sync points.
+
+Call order inside verl's ``PPOTrainer.fit`` (one training step l = global_steps - 1):
+
+- ``on_init_end`` (after a checkpoint is loaded): plan the start-up; push the current weights if the
+  start-up must generate.
+- ``on_train_begin``: generate the start-up batches: the first interval(s) at a fresh start; after a
+  resume only what the checkpoint lacks (see :meth:`DelayedSyncTrainer._plan_start_up`).
+- ``step``: the replay buffer hands out the batch tagged for step l; pi_old is the behaviour log-prob
+  (``algorithm.rollout_correction.bypass_mode``); the staleness metrics are measured on the batch.
+- checkpoint save (verl saves the TransferQueue, hence the pending batches, for every mode but ``sync``).
+- ``on_step_end``: at a sync point push version l + 1 and generate its batches.
+- ``on_validate_begin``/``on_validate_end``: validation evaluates the current weights (one extra push when
+  the engine does not hold them; it never changes which weights generate training batches).
+"""
+
+import json
+import logging
+import os
+import time
+
+import numpy as np
+import torch
+import transfer_queue as tq
+from transfer_queue import KVBatchMeta
+from verl.trainer.ppo.v1.trainer_base import PPOTrainer, register_trainer
+from verl.utils.debug import marked_timer
+from verl.workers.utils.padding import response_from_nested
+
+from verl_ext.staleness.config import TRAINER_MODE, delayed_sync_config_from
+from verl_ext.staleness.mismatch import mean_behaviour_minus_current_log_prob
+from verl_ext.staleness.pending_batches import (
+    BEHAVIOUR_VERSION_TAG,
+    STEP_TAG,
+    TERMINAL_STATUSES,
+    read_pending_batches,
+)
+from verl_ext.staleness.replay_buffer import TRAIN_PARTITION, ScheduledReplayBuffer
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+
+STATE_FILE = "delayed_sync_state.json"
+GENERATION_POLL_SECONDS = 0.2
+GENERATION_REPORT_SECONDS = 60.0
+
+METRIC_LAG = "staleness/lag"
+METRIC_BEHAVIOUR_VERSION = "staleness/behaviour_version"
+METRIC_WEIGHT_SYNCS = "staleness/weight_syncs"
+METRIC_SYNCED = "staleness/synced"
+METRIC_WEIGHT_PUSHES = "staleness/weight_pushes"
+METRIC_MISMATCH = "staleness/behaviour_minus_current_log_prob"
+
+
+@register_trainer(TRAINER_MODE)
+class DelayedSyncTrainer(PPOTrainer):
+    """Colocated PPO trainer whose rollout weights are pushed only at the schedule's sync points."""
+
+    def __init__(self, config):
+        # Reject a bad config before anything starts (verl's workers are created later, in init()).
+        self.delayed_sync = delayed_sync_config_from(config)
+        self.schedule = self.delayed_sync.schedule()
+        super().__init__(config)
+        # pushes at the schedule's sync points so far, the one redone after a resume included
+        self.weight_syncs = 0
+        # every update_weights call: the start-up one, the sync points and those for validation
+        self.weight_pushes = 0
+        # the version the rollout engine holds; None while it sleeps (sleep discards the weights)
+        self._rollout_version: int | None = None
+        self._in_training_loop = False
+        self._start_up_steps: list[int] = []
+
+    # ------------------------------------------------------------------ verl hooks
+
+    def _build_replay_buffer(self) -> ScheduledReplayBuffer:
+        sampler = self.config.trainer.v1.sampler
+        return ScheduledReplayBuffer(
+            trainer_mode=self.trainer_mode,
+            trainer_config=self.config.trainer.v1.get(self.trainer_mode, {}),
+            max_off_policy_threshold=sampler.max_off_policy_threshold,
+            max_off_policy_strategy=sampler.max_off_policy_strategy,
+            sampler_kwargs=sampler.sampler_kwargs,
+            refill_fn=None,  # never refills: the config check rejects group filtering and failed-group refill
+            train_batch_size=self.config.data.train_batch_size,
+            gen_batch_size=self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size,
+        )
+
+    def _init_dataloader(self):
+        # verl fetches prompts one at a time in every mode but `sync`, for the refills of its async modes.
+        # This mode never refills: read whole training batches like `sync` (same prompt order, same epoch
+        # ends). The mode name only decides that in _init_dataloader.
+        self.trainer_mode = "sync"
+        try:
+            super()._init_dataloader()
+        finally:
+            self.trainer_mode = TRAINER_MODE
+
+    def on_init_end(self):
+        self._start_up_steps, redo_sync = self._plan_start_up()
+        if self._start_up_steps or redo_sync:
+            self._push_weights(self.global_steps)
+            if redo_sync:
+                self.weight_syncs += 1
+
+    def _reissue_inflight_prompts(self, partition_id: str = "train") -> int:
+        # Checkpoints are saved between generations, so they hold no in-flight prompt group; any
+        # incomplete step was cleared by _plan_start_up and is regenerated in on_train_begin.
+        return 0
+
+    def on_train_begin(self):
+        self._in_training_loop = True
+        if self._start_up_steps:
+            if self._rollout_version != self.global_steps:
+                self._push_weights(self.global_steps)
+            self._generate(self._start_up_steps, version=self.global_steps)
+        self._sleep_rollout()
+
+    def prepare_step(self) -> dict:
+        # Nothing to submit: this step's batch was generated right after the push of its version.
+        return {}
+
+    def on_sample_begin(self):
+        self.replay_buffer.step_to_sample = self.global_steps - 1
+
+    def on_sample_end(self):
+        # The engine already sleeps (it went to sleep right after generating this interval's batches).
+        if self.curr_step_profile:
+            self._stop_rollout_profiling()
+
+    def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
+        batch = super().step(metrics, timing_raw)
+        metrics.update(self._staleness_metrics(batch))
+        return batch
+
+    def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        batch = super()._compute_old_log_prob(batch, metrics)
+        if self.delayed_sync.measure_mismatch:
+            metrics[METRIC_MISMATCH] = self._measure_mismatch(batch)
+        return batch
+
+    def on_step_end(self):
+        step = self.global_steps - 1
+        synced = self.schedule.synced_after(step)
+        if synced:
+            version = self.global_steps  # the weights after this step
+            with marked_timer("update_weights", self.timing_raw, color="red"):
+                self._push_weights(version)
+            self.weight_syncs += 1
+            steps = list(self.schedule.steps_generated_with(version, self.total_training_steps))
+            if steps:
+                # a resumed run whose schedule changed may already hold some of them
+                complete = self._read_pending_batches().complete_steps
+                steps = [planned for planned in steps if planned not in complete]
+            if steps:
+                with marked_timer("gen", self.timing_raw, color="red"):
+                    self._generate(steps, version=version)
+            if not self._validation_follows():
+                self._sleep_rollout()
+        pending = getattr(self, "_pending_sync_metrics", None) or {}
+        pending.update(
+            {
+                METRIC_SYNCED: float(synced),
+                METRIC_WEIGHT_SYNCS: float(self.weight_syncs),
+                METRIC_WEIGHT_PUSHES: float(self.weight_pushes),
+            }
+        )
+        self._pending_sync_metrics = pending
+
+    def on_validate_begin(self):
+        if self._rollout_version != self.global_steps:
+            self._push_weights(self.global_steps)
+
+    def on_validate_end(self):
+        if self._in_training_loop:
+            self._sleep_rollout()
+
+    def _save_checkpoint(self):
+        super()._save_checkpoint()
+        folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+        state = {
+            "sync_interval": self.schedule.sync_interval,
+            "sync_offset": self.schedule.sync_offset,
+            "offline": self.schedule.offline,
+            "weight_syncs": self.weight_syncs,
+            "weight_pushes": self.weight_pushes,
+        }
+        with open(os.path.join(folder, STATE_FILE), "w") as file:
+            json.dump(state, file)
+
+    def _load_checkpoint(self):
+        super()._load_checkpoint()
+        if self.global_steps == 0:
+            return
+        folder = self._resumed_folder()
+        path = os.path.join(folder, STATE_FILE) if folder else None
+        if path is None or not os.path.exists(path):
+            self.weight_syncs = self.schedule.sync_count(self.global_steps - 1)
+            logger.warning(
+                f"delayed_sync: no {STATE_FILE} in the checkpoint of step {self.global_steps}; "
+                f"staleness/weight_syncs restarts from the schedule's count ({self.weight_syncs})"
+            )
+            return
+        with open(path) as file:
+            state = json.load(file)
+        self.weight_syncs = int(state["weight_syncs"])
+        self.weight_pushes = int(state["weight_pushes"])
+        saved = (state["sync_interval"], state["sync_offset"], state["offline"])
+        current = (self.schedule.sync_interval, self.schedule.sync_offset, self.schedule.offline)
+        if saved != current:
+            logger.warning(
+                "delayed_sync: the checkpoint was written with (sync_interval, sync_offset, offline) = "
+                f"{saved}, this run uses {current}. Batches already generated keep their behaviour version; "
+                "staleness/lag reports the measured lag, which differs from the new schedule until they are used."
+            )
+
+    # ------------------------------------------------------------------ rollout engine
+
+    def _push_weights(self, version: int) -> None:
+        """Wake the rollout engine with the actor's current weights, labelled as policy ``version``."""
+        self.checkpoint_manager.update_weights(version)
+        self._rollout_version = version
+        self.weight_pushes += 1
+
+    def _sleep_rollout(self) -> None:
+        """Sleep the rollout engine (it discards its weights and KV cache); no-op when already asleep."""
+        if self._rollout_version is not None:
+            self.checkpoint_manager.sleep_replicas()
+            self._rollout_version = None
+
+    def _validation_follows(self) -> bool:
+        """Whether verl's fit() validates right after this step's on_step_end (same test as fit's)."""
+        test_freq = self.config.trainer.test_freq
+        is_last_step = self.global_steps >= self.total_training_steps
+        return test_freq > 0 and (is_last_step or self.global_steps % test_freq == 0)
+
+    def _generate(self, steps: list[int], version: int) -> None:
+        """Generate the batches of ``steps`` with the weights the engine holds, and wait for all of them.
+
+        Each batch is the next ``data.train_batch_size`` prompts of the dataloader, in step order, so the
+        data stream is the one of an uninterrupted ``sync`` run.
+        """
+        if self._rollout_version != version:
+            raise RuntimeError(
+                f"delayed_sync: asked to generate with version {version} while the rollout engine holds "
+                f"{'no weights (asleep)' if self._rollout_version is None else self._rollout_version}"
+            )
+        uids: list[str] = []
+        for step in steps:
+            batch = self._next_train_batch()
+            step_uids = [str(uid) for uid in batch["uid"]]
+            tags = [
+                {
+                    "is_prompt": True,
+                    "status": "pending",
+                    "global_steps": self.global_steps,
+                    STEP_TAG: step,
+                    BEHAVIOUR_VERSION_TAG: version,
+                }
+                for _ in step_uids
+            ]
+            tq.kv_batch_put(keys=step_uids, partition_id=TRAIN_PARTITION, tags=tags)
+            self.agent_loop_manager.generate_sequences(batch)
+            uids.extend(step_uids)
+        self._wait_until_terminal(uids)
+        logger.info(f"delayed_sync: version {version} generated the batches of steps {steps}")
+
+    def _wait_until_terminal(self, uids: list[str]) -> None:
+        waiting = set(uids)
+        started = last_report = time.monotonic()
+        while True:
+            items = (tq.kv_list(TRAIN_PARTITION) or {}).get(TRAIN_PARTITION, {})
+            waiting = {uid for uid in waiting if items.get(uid, {}).get("status") not in TERMINAL_STATUSES}
+            if not waiting:
+                return
+            now = time.monotonic()
+            if now - last_report > GENERATION_REPORT_SECONDS:
+                logger.info(
+                    f"delayed_sync: {len(waiting)} of {len(uids)} prompt groups still generating "
+                    f"after {now - started:.0f} s"
+                )
+                last_report = now
+            time.sleep(GENERATION_POLL_SECONDS)
+
+    # ------------------------------------------------------------------ start-up and resume
+
+    def _plan_start_up(self) -> tuple[list[int], bool]:
+        """Which batches to generate before the first step, and whether a sync point is to be redone.
+
+        At global step g (0 at a fresh start, the checkpoint's step after a resume) the pending FIFO must
+        hold every step l in [g, T) with v(l) <= g. At a fresh start that is the start-up interval(s) of
+        version 0. A checkpoint is saved inside step g - 1, before that step's sync point, so it holds the
+        batches of older versions but not those of version g: when step g - 1 was a sync point the sync is
+        redone with the checkpoint's weights, which are exactly version g. Steps that should be in the
+        checkpoint but are not (saved by another mode, deleted, incomplete) are regenerated now, with
+        version g: a logged warning lists them, and staleness/lag reports their true, smaller lag.
+        """
+        g, total = self.global_steps, self.total_training_steps
+        if g >= total:
+            return [], False
+        pending = self._read_pending_batches()
+        if pending.keys_to_clear:
+            tq.kv_clear(keys=list(pending.keys_to_clear), partition_id=TRAIN_PARTITION)
+            for reason, count in pending.clear_reasons().items():
+                logger.warning(f"delayed_sync: cleared {count} TransferQueue entries at start-up: {reason}")
+        needed = [step for step in range(g, total) if self.schedule.behaviour_version(step) <= g]
+        missing = [step for step in needed if step not in pending.complete_steps]
+        lost = [step for step in missing if self.schedule.behaviour_version(step) < g]
+        if lost:
+            logger.warning(
+                f"delayed_sync: resuming at step {g}, the checkpoint lacks the generated batches of steps "
+                f"{lost} (scheduled behaviour versions {[self.schedule.behaviour_version(s) for s in lost]}); "
+                f"they are regenerated now with version {g}, from the next prompts of the dataloader. Their "
+                "lag is smaller than scheduled; staleness/lag logs the measured value."
+            )
+        unexpected = sorted(pending.complete_steps - set(needed))
+        if unexpected:
+            logger.warning(
+                f"delayed_sync: the checkpoint holds batches for steps {unexpected}, which this schedule "
+                "generates later; they are used as they are (staleness/lag logs their measured lag)"
+            )
+        redo_sync = g > 0 and self.schedule.synced_after(g - 1)
+        return missing, redo_sync
+
+    def _read_pending_batches(self):
+        listing = (tq.kv_list(TRAIN_PARTITION) or {}).get(TRAIN_PARTITION, {})
+        return read_pending_batches(listing, self.config.data.train_batch_size)
+
+    def _resumed_folder(self) -> str | None:
+        mode = self.config.trainer.resume_mode
+        if mode == "resume_path":
+            folder = self.config.trainer.resume_from_path
+        else:
+            folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+        if folder and not os.path.isabs(folder):
+            folder = os.path.join(os.getcwd(), folder)
+        return folder
+
+    # ------------------------------------------------------------------ measurements
+
+    def _staleness_metrics(self, batch: KVBatchMeta) -> dict:
+        """staleness/behaviour_version and staleness/lag of this step's batch, as the rollout reported them.
+
+        The version is the one the rollout engine stamped on each trajectory (verl's ``max_global_steps``
+        tag: the label of the last weight push it received); when a rollout does not stamp it, the version
+        the trainer pushed before generating the batch (the prompt tag) is used.
+        """
+        step = self.global_steps - 1
+        versions = [tag.get("max_global_steps") for tag in batch.tags if not tag.get("is_padding", False)]
+        if not versions or any(version is None for version in versions):
+            versions = [tag.get(BEHAVIOUR_VERSION_TAG) for tag in self.replay_buffer.selected_prompt_tags]
+        behaviour_version = float(np.mean(versions))
+        if min(versions) != max(versions):
+            logger.warning(f"delayed_sync: the batch of step {step} mixes behaviour versions {sorted(set(versions))}")
+        scheduled = self.schedule.behaviour_version(step)
+        if behaviour_version != scheduled:
+            logger.warning(
+                f"delayed_sync: the batch of step {step} was generated by version {behaviour_version:g}, "
+                f"the schedule says {scheduled} (see the start-up warnings of a resumed run)"
+            )
+        return {METRIC_BEHAVIOUR_VERSION: behaviour_version, METRIC_LAG: step - behaviour_version}
+
+    def _measure_mismatch(self, batch: KVBatchMeta) -> float:
+        """staleness/behaviour_minus_current_log_prob on this batch (see :mod:`verl_ext.staleness.mismatch`).
+
+        With ``bypass_mode`` pi_old is the behaviour log-prob and nothing computed the current policy's:
+        one forward pass of the actor does. Otherwise verl has just computed pi_old with the current actor.
+        """
+        rollout_correction = self.config.algorithm.get("rollout_correction", None)
+        bypass = bool(rollout_correction and rollout_correction.get("bypass_mode", False))
+        if bypass:
+            batch.extra_info.update(
+                {
+                    "calculate_entropy": False,
+                    "compute_loss": False,
+                    "temperature": self.config.actor_rollout_ref.rollout.temperature,
+                }
+            )
+            output = self.actor_rollout_wg.compute_log_prob(batch)
+            assert len(output) == len(batch)
+            data = tq.kv_batch_get(
+                keys=batch.keys,
+                partition_id=batch.partition_id,
+                select_fields=["log_probs", "rollout_log_probs", "response_mask"],
+            )
+            data["current_log_probs"] = response_from_nested(data.pop("log_probs"), data["response_mask"])
+        else:
+            data = tq.kv_batch_get(
+                keys=batch.keys,
+                partition_id=batch.partition_id,
+                select_fields=["old_log_probs", "rollout_log_probs", "response_mask"],
+            )
+            data["current_log_probs"] = data.pop("old_log_probs")
+        padded = data.to_padded_tensor()
+        real_rows = torch.tensor([not tag.get("is_padding", False) for tag in batch.tags], dtype=torch.bool)
+        response_mask = padded["response_mask"] * real_rows.unsqueeze(1).to(padded["response_mask"].dtype)
+        return mean_behaviour_minus_current_log_prob(
+            padded["rollout_log_probs"], padded["current_log_probs"], response_mask
+        )
