@@ -1,0 +1,160 @@
+"""What every dataset command shares: its flags, the conversion loop, the held-out split and the output.
+
+A dataset module supplies a converter, ``convert(data, record, report) -> list[row]``, that turns one raw
+record into zero or more verl rows, raising :class:`~data_prep.split_report.MalformedRecord` for a record
+it cannot use. :func:`convert_split` runs it over a raw split with a progress bar and counts everything;
+:func:`write_outputs` refuses an empty split, writes the parquet files and prints the reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from data_prep.raw_records import RawRecord, RawSplit
+from data_prep.split_report import DataPrepError, MalformedRecord, MalformedRecordError, SplitReport
+
+Converter = Callable[[dict[str, Any], RawRecord, SplitReport], list[dict[str, Any]]]
+
+# Inputs with at least this many records get a progress bar (on stderr).
+PROGRESS_BAR_MIN_RECORDS = 2000
+
+
+def base_parser(dataset: str, description: str) -> argparse.ArgumentParser:
+    """The flags every command takes, named as in verl's own ``examples/data_preprocess`` scripts."""
+    parser = argparse.ArgumentParser(prog=f"python -m data_prep.{dataset}", description=description)
+    parser.add_argument(
+        "--local_save_dir",
+        default=f"~/data/{dataset}",
+        help="folder that receives train.parquet and test.parquet (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--local_dataset_path",
+        default=None,
+        help="folder holding the raw files (see docs/datasets.md); without it the dataset is loaded from the hub",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="stop at the first malformed record, naming file, row and field (default: skip and count it)",
+    )
+    return parser
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (checked before any data is read)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def add_held_out_flags(parser: argparse.ArgumentParser, default_test_size: int) -> None:
+    """Flags of datasets that ship one split and get a seeded held-out test split here."""
+    parser.add_argument(
+        "--test_size", type=positive_int, default=default_test_size, help="rows in the held-out test split (%(default)s)"
+    )
+    parser.add_argument("--seed", type=int, default=42, help="seed of the held-out split (%(default)s)")
+
+
+def convert_split(
+    raw: RawSplit, convert: Converter, report: SplitReport, strict: bool, progress_label: str | None = None
+) -> list[dict[str, Any]]:
+    """Run ``convert`` over every record of ``raw``; returns the rows and fills ``report``."""
+    from tqdm import tqdm
+
+    rows: list[dict[str, Any]] = []
+    records = tqdm(
+        raw,
+        total=raw.num_records,
+        desc=progress_label or f"{report.dataset} {report.split}",
+        unit="rows",
+        file=sys.stderr,
+        disable=(raw.num_records or 0) < PROGRESS_BAR_MIN_RECORDS,
+    )
+    for record in records:
+        report.rows_in += 1
+        try:
+            if record.problem is not None:
+                raise MalformedRecord("<record>", record.problem)
+            produced = convert(record.data, record, report)
+        except MalformedRecord as malformed:
+            if strict:
+                raise MalformedRecordError(raw.source, record.location, malformed.field, malformed.reason) from None
+            report.skip(malformed.field, malformed.reason)
+            continue
+        rows.extend(produced)
+    report.rows_out = len(rows)
+    return rows
+
+
+def held_out_split(
+    groups: Sequence[Sequence[dict[str, Any]]], test_size: int, seed: int, what: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Split groups of rows into (train, test), keeping each group whole (no leakage between splits).
+
+    Groups are shuffled with ``random.Random(seed)`` and moved to test until it holds at least
+    ``test_size`` rows; each split keeps the original order. Deterministic for a given input and seed.
+    """
+    total = sum(len(g) for g in groups)
+    if test_size >= total:
+        raise DataPrepError(f"--test_size {test_size} leaves no training rows: only {total} usable {what}")
+    order = list(range(len(groups)))
+    random.Random(seed).shuffle(order)
+    in_test = set()
+    count = 0
+    for group_index in order:
+        if count >= test_size:
+            break
+        in_test.add(group_index)
+        count += len(groups[group_index])
+    train = [row for i, g in enumerate(groups) if i not in in_test for row in g]
+    test = [row for i, g in enumerate(groups) if i in in_test for row in g]
+    return train, test
+
+
+def number_rows(rows: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+    """Set ``extra_info.split`` and a running ``extra_info.index`` (0, 1, ...) on every row."""
+    for index, row in enumerate(rows):
+        row["extra_info"]["split"] = split
+        row["extra_info"]["index"] = index
+    return rows
+
+
+def write_outputs(save_dir: str | Path, outputs: dict[str, list[dict[str, Any]]]) -> dict[str, Path]:
+    """Write ``<save_dir>/<name>.parquet`` for each output; an empty output is an error (nothing written)."""
+    from data_prep.verl_rows import write_parquet
+
+    empty = [name for name, rows in outputs.items() if not rows]
+    if empty:
+        raise DataPrepError(f"no rows left for {empty} after skipping; nothing written (see the report above)")
+    save_dir = Path(save_dir).expanduser()
+    return {name: write_parquet(rows, save_dir / f"{name}.parquet") for name, rows in outputs.items()}
+
+
+def print_reports(reports: Sequence[SplitReport]) -> None:
+    for report in reports:
+        print(report.render(), flush=True)
+
+
+def print_written(paths: dict[str, Path], outputs: dict[str, list[dict[str, Any]]]) -> None:
+    for name, path in paths.items():
+        print(f"wrote {len(outputs[name])} rows to {path}", flush=True)
+
+
+def run_command(main: Callable[[argparse.Namespace], None], parser: argparse.ArgumentParser, argv=None) -> int:
+    """Parse ``argv``, run ``main``; a :class:`DataPrepError` prints ``error: ...`` and returns status 2."""
+    args = parser.parse_args(argv)
+    try:
+        main(args)
+    except DataPrepError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 2
+    return 0
