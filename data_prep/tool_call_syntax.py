@@ -1,0 +1,153 @@
+"""Parse ToolACE's bracketed call syntax into JSON calls.
+
+ToolACE's assistant turns write calls like Python, inside one pair of brackets::
+
+    [Market Trends API(trend_type="MARKET_INDEXES", country="us"), Weather/Forecast(days=3, metric=true)]
+
+Function names may hold spaces, dots, dashes and slashes, so the text is not Python as it stands. The
+parser tokenizes it with Python's :mod:`tokenize` (which knows where every string literal starts and ends,
+so a ``)`` or ``,`` inside a string is never mistaken for syntax), takes each name as the source text
+between a call boundary and its ``(``, swaps the names for placeholder identifiers, and parses the result
+with :mod:`ast`. Argument values must be literals (strings, numbers, lists, dicts, tuples); the JSON
+words ``true``/``false``/``null`` are read like ``True``/``False``/``None``. The result is JSON-ready::
+
+    [{"name": "Market Trends API", "arguments": {"trend_type": "MARKET_INDEXES", "country": "us"}}, ...]
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import tokenize
+from typing import Any
+
+JSON_WORDS = {"true": True, "false": False, "null": None}
+_OPENING, _CLOSING = "([{", ")]}"
+
+
+class CallSyntaxError(ValueError):
+    """The text looks like a call list but cannot be read as one.
+
+    ``reason`` is a short fixed phrase (a counting key for reports); ``detail`` says where.
+    """
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+def looks_like_call_list(text: str) -> bool:
+    """True for text shaped ``[...]`` that is not a JSON list (plain-text turns and tool results are not)."""
+    stripped = text.strip()
+    if not (stripped.startswith("[") and stripped.endswith("]")) or "(" not in stripped:
+        return False
+    try:
+        json.loads(stripped)
+    except ValueError:
+        return True
+    return False
+
+
+def parse_call_list(text: str) -> list[dict[str, Any]]:
+    """``[Name(key=value, ...), ...]`` -> ``[{"name": Name, "arguments": {key: value}}, ...]``."""
+    source = text.strip()
+    if not (source.startswith("[") and source.endswith("]")):
+        raise CallSyntaxError("not enclosed in [ ]")
+    names, placeholder_source = _replace_names(source)
+    try:
+        tree = ast.parse(placeholder_source, mode="eval")
+    except SyntaxError as error:
+        raise CallSyntaxError("invalid call syntax", error.msg) from None
+    if not isinstance(tree.body, ast.List):
+        raise CallSyntaxError("not a list of calls")
+    calls = []
+    for element in tree.body.elts:
+        if not (isinstance(element, ast.Call) and isinstance(element.func, ast.Name) and element.func.id in names):
+            raise CallSyntaxError("an element of the list is not a call")
+        name = names[element.func.id]
+        if element.args:
+            raise CallSyntaxError("positional argument", f"in the call to '{name}'")
+        arguments = {}
+        for keyword in element.keywords:
+            if keyword.arg is None:
+                raise CallSyntaxError("'**' argument", f"in the call to '{name}'")
+            if keyword.arg in arguments:
+                raise CallSyntaxError("repeated argument", f"'{keyword.arg}' in the call to '{name}'")
+            arguments[keyword.arg] = _literal(keyword.value, name, keyword.arg)
+        calls.append({"name": name, "arguments": arguments})
+    if not calls:
+        raise CallSyntaxError("empty call list")
+    return calls
+
+
+def _replace_names(source: str) -> tuple[dict[str, str], str]:
+    """Swap each function name for an identifier; returns {identifier: name} and the new source."""
+    line_starts = [0]
+    for line in source.splitlines(keepends=True):
+        line_starts.append(line_starts[-1] + len(line))
+
+    def offset(position: tuple[int, int]) -> int:
+        return line_starts[position[0] - 1] + position[1]
+
+    names: dict[str, str] = {}
+    pieces: list[str] = []
+    copied_up_to = 0
+    depth = 0
+    name_start: int | None = None  # offset where the current call name starts, at depth 1
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.COMMENT):
+                continue
+            start = offset(token.start)
+            if token.type == tokenize.OP and token.string in _OPENING:
+                if depth == 1 and token.string == "(":
+                    if name_start is None:
+                        raise CallSyntaxError("a '(' without a function name before it")
+                    name = source[name_start:start].strip()
+                    placeholder = f"__tool_call_{len(names)}__"
+                    names[placeholder] = name
+                    pieces += [source[copied_up_to:name_start], placeholder]
+                    copied_up_to = start
+                    name_start = None
+                depth += 1
+            elif token.type == tokenize.OP and token.string in _CLOSING:
+                depth -= 1
+                if depth == 0 and name_start is not None:
+                    raise CallSyntaxError("a name not followed by '(...)'", source[name_start:start].strip())
+            elif depth == 1:
+                if token.type == tokenize.OP and token.string == ",":
+                    if name_start is not None:
+                        raise CallSyntaxError("a name not followed by '(...)'", source[name_start:start].strip())
+                elif token.type == tokenize.STRING:
+                    raise CallSyntaxError("a string where a function name should be")
+                elif name_start is None:
+                    name_start = start
+    except tokenize.TokenError as error:
+        raise CallSyntaxError("unbalanced brackets or quotes", str(error.args[0])) from None
+    except (SyntaxError, IndentationError) as error:
+        raise CallSyntaxError("cannot tokenize", error.msg) from None
+    pieces.append(source[copied_up_to:])
+    return names, "".join(pieces)
+
+
+class _JsonWords(ast.NodeTransformer):
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in JSON_WORDS:
+            return ast.copy_location(ast.Constant(JSON_WORDS[node.id]), node)
+        return node
+
+
+def _literal(node: ast.AST, function: str, argument: str) -> Any:
+    """The JSON value of one argument, or :class:`CallSyntaxError`."""
+    try:
+        value = ast.literal_eval(_JsonWords().visit(node))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise CallSyntaxError("an argument is not a literal value", f"'{argument}' of '{function}'") from None
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError):
+        raise CallSyntaxError(
+            "an argument has no JSON form (set, bytes, inf, ...)", f"'{argument}' of '{function}'"
+        ) from None

@@ -1,0 +1,218 @@
+"""ToolACE (``Team-ACE/ToolACE``) to verl parquet: one sample per parseable tool-call turn.
+
+Each raw record is a conversation: ``system`` (holding the tool list as JSON) and ``conversations``
+(``{"from": "user"|"assistant"|"tool", "value": str}``). Every assistant turn written in ToolACE's call
+syntax (``[Name(arg=value, ...), ...]``, read by :mod:`data_prep.tool_call_syntax`) becomes one sample
+whose prompt is our system prompt (tools + answer format) followed by the turns before it. The default
+keeps single-turn samples only (the call answers the first user message, as in the REC paper's 5k
+subset); ``--multi_turn`` keeps every call turn. The held-out test split is seeded and keeps each
+conversation whole.
+
+The policy is asked to answer ``<think>...</think>`` then ``<tool_call>[{"name": ..., "arguments":
+{...}}, ...]</tool_call>``; the ground truth is that JSON list (scored by ``verl_ext.rewards.toolace``).
+
+    python -m data_prep.toolace --local_save_dir ~/data/toolace [--local_dataset_path DIR]
+        [--multi_turn] [--test_size 500] [--max_train_size N] [--seed 42] [--strict]
+
+``DIR`` holds the hub's ``data.json`` (or ``data.jsonl``/``data.parquet``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from data_prep.command import (
+    add_held_out_flags,
+    base_parser,
+    convert_split,
+    held_out_split,
+    number_rows,
+    positive_int,
+    print_reports,
+    print_written,
+    run_command,
+    write_outputs,
+)
+from data_prep.raw_records import RawRecord, RawSplit, find_split_files, load_hub_split, read_files, require_columns
+from data_prep.split_report import MalformedRecord, SplitReport, text_field
+from data_prep.tool_call_syntax import CallSyntaxError, looks_like_call_list, parse_call_list
+from data_prep.verl_rows import rl_row
+
+DATASET = "toolace"
+DATA_SOURCE = "Team-ACE/ToolACE"
+HUB_NAME = "Team-ACE/ToolACE"
+REQUIRED_FIELDS = ("system", "conversations")
+DEFAULT_TEST_SIZE = 500
+TOOL_LIST_MARKER = "Here is a list of functions in JSON format that you can invoke:"
+ROLES = {"user": "user", "assistant": "assistant", "tool": "tool"}
+
+SYSTEM_PROMPT = """You are an expert in composing function calls. You are given a conversation and a set of \
+functions. Decide which function call(s) fulfil the user's latest request.
+
+The functions, as a JSON list:
+{tools}
+
+First think it through inside <think>...</think>. Then write every call you make as one JSON list inside \
+<tool_call>...</tool_call>, each call an object with the function's "name" and its "arguments":
+<think>your reasoning</think>
+<tool_call>[{{"name": "function name", "arguments": {{"argument name": value}}}}]</tool_call>
+Use the function names exactly as listed and write values as JSON (strings in quotes, numbers without, \
+true/false/null)."""
+
+
+def tool_list(system: str) -> list[dict[str, Any]]:
+    """The JSON tool list embedded in a ToolACE system prompt."""
+    marker = system.find(TOOL_LIST_MARKER)
+    if marker < 0:
+        raise MalformedRecord("system", "no function list")
+    start = system.find("[", marker + len(TOOL_LIST_MARKER))
+    if start < 0:
+        raise MalformedRecord("system", "no function list")
+    try:
+        tools, _ = json.JSONDecoder().raw_decode(system, start)
+    except ValueError:
+        raise MalformedRecord("system", "the function list is not valid JSON") from None
+    if not isinstance(tools, list) or not tools:
+        raise MalformedRecord("system", "the function list is empty or not a list")
+    if not all(isinstance(tool, dict) and isinstance(tool.get("name"), str) for tool in tools):
+        raise MalformedRecord("system", "a function without a string 'name'")
+    return tools
+
+
+def render_calls(calls: list[dict[str, Any]]) -> str:
+    """Calls in the answer format the prompt asks for (used for earlier turns of a multi-turn context)."""
+    return f"<tool_call>{json.dumps(calls, ensure_ascii=False)}</tool_call>"
+
+
+def system_message(tools: list[dict[str, Any]]) -> dict[str, str]:
+    return {"role": "system", "content": SYSTEM_PROMPT.format(tools=json.dumps(tools, ensure_ascii=False))}
+
+
+def _turns(data: dict[str, Any]) -> list[tuple[str, str]]:
+    conversations = data.get("conversations")
+    if not isinstance(conversations, list) or not conversations:
+        raise MalformedRecord("conversations", "not a non-empty list")
+    turns = []
+    for position, turn in enumerate(conversations):
+        if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
+            raise MalformedRecord(f"conversations[{position}]", "not an object with a string 'value'")
+        if turn.get("from") not in ROLES:
+            raise MalformedRecord(f"conversations[{position}].from", "speaker is not user, assistant or tool")
+        turns.append((turn["from"], turn["value"]))
+    return turns
+
+
+def make_converter(multi_turn: bool, strict: bool):
+    """The record converter; a bad call turn is skipped alone (or, strict, stops the command)."""
+
+    def skip_turn(report: SplitReport, field: str, reason: str, detail: str = "") -> None:
+        if strict:
+            raise MalformedRecord(field, f"{reason}: {detail}" if detail else reason)
+        report.skip("conversations[].value", reason)
+
+    def convert(data: dict[str, Any], record: RawRecord, report: SplitReport) -> list[dict[str, Any]]:
+        tools = tool_list(text_field(data, "system"))
+        tool_names = {tool["name"] for tool in tools}
+        turns = _turns(data)
+        parsed: dict[int, list[dict[str, Any]]] = {}
+        rows = []
+        call_turns = 0
+        for position, (speaker, value) in enumerate(turns):
+            if speaker != "assistant":
+                continue
+            if not looks_like_call_list(value):
+                report.filter("assistant turn without a tool call")
+                continue
+            call_turns += 1
+            field = f"conversations[{position}].value"
+            try:
+                calls = parse_call_list(value)
+            except CallSyntaxError as error:
+                skip_turn(report, field, f"unparseable tool call ({error.reason})", error.detail)
+                continue
+            parsed[position] = calls
+            unknown = sorted({call["name"] for call in calls} - tool_names)
+            if unknown:
+                skip_turn(report, field, "calls a function missing from the tool list", str(unknown))
+                continue
+            single_turn = position == 1 and turns[0][0] == "user"
+            if not (single_turn or multi_turn):
+                report.filter("call turn after the first user message (kept with --multi_turn)")
+                continue
+            context = [
+                {"role": ROLES[s], "content": render_calls(parsed[i]) if i in parsed else v}
+                for i, (s, v) in enumerate(turns[:position])
+            ]
+            rows.append(
+                rl_row(
+                    data_source=DATA_SOURCE,
+                    prompt=[system_message(tools), *context],
+                    ability="tool_use",
+                    ground_truth=json.dumps(calls, ensure_ascii=False),
+                    extra_info={
+                        "split": "",
+                        "index": len(rows),
+                        "source_id": f"row {record.row}, turn {position}",
+                        "source_row": record.row,
+                        "turn": position,
+                        "single_turn": single_turn,
+                        "num_calls": len(calls),
+                    },
+                )
+            )
+        if not call_turns:
+            report.filter("conversation without a tool-call turn")
+        return rows
+
+    return convert
+
+
+def load_raw(local_dataset_path: str | None) -> RawSplit:
+    if local_dataset_path is None:
+        return load_hub_split(HUB_NAME, "train")
+    path = Path(local_dataset_path).expanduser()
+    return read_files("train", [path] if path.is_file() else find_split_files(path, "data"))
+
+
+def cap_train_size(train: list[dict[str, Any]], max_train_size: int | None, seed: int) -> list[dict[str, Any]]:
+    """A seeded random subset of ``max_train_size`` training rows, in their original order."""
+    if max_train_size is None or len(train) <= max_train_size:
+        return train
+    keep = set(random.Random(seed).sample(range(len(train)), max_train_size))
+    return [row for i, row in enumerate(train) if i in keep]
+
+
+def run(args) -> None:
+    raw = load_raw(args.local_dataset_path)
+    require_columns(raw, REQUIRED_FIELDS, DATASET)
+    report = SplitReport(DATASET, "source", f"{raw.source}, {'multi' if args.multi_turn else 'single'}-turn")
+    rows = convert_split(raw, make_converter(args.multi_turn, args.strict), report, args.strict)
+    print_reports([report])
+    by_conversation: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_conversation[row["extra_info"]["source_row"]].append(row)
+    train, test = held_out_split(list(by_conversation.values()), args.test_size, args.seed, "samples")
+    capped = cap_train_size(train, args.max_train_size, args.seed)
+    note = f" (of {len(train)}, --max_train_size)" if len(capped) < len(train) else ""
+    outputs = {"train": number_rows(capped, "train"), "test": number_rows(test, "test")}
+    print(f"held-out split (seed {args.seed}): train {len(capped)} rows{note}, test {len(test)} rows", flush=True)
+    print_written(write_outputs(args.local_save_dir, outputs), outputs)
+
+
+def main(argv=None) -> int:
+    parser = base_parser(DATASET, __doc__.splitlines()[0])
+    parser.add_argument("--multi_turn", action="store_true", help="keep call turns after the first user message")
+    add_held_out_flags(parser, DEFAULT_TEST_SIZE)
+    parser.add_argument(
+        "--max_train_size", type=positive_int, default=None, help="keep a seeded random subset of this many training rows"
+    )
+    return run_command(run, parser, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
