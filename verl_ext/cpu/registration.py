@@ -1,0 +1,41 @@
+"""Register the CPU backend with verl's registries (called from :mod:`verl_ext.plugin` in every process).
+
+- platform ``cpu`` in ``verl.plugin.platform.PlatformRegistry`` (public). It is never auto-detected;
+  ``VERL_PLATFORM=cpu`` selects it, so registering it on a GPU host changes nothing there.
+- rollout ``cpu``: the replica class in ``verl.workers.rollout.replica.RolloutReplicaRegistry`` (public)
+  and the trainer-side adapter in ``verl.workers.rollout.base._ROLLOUT_REGISTRY`` (a private dict: verl
+  0.9.1 has no function to add to it; ``tests/cpu/test_registration.py`` fails if that changes).
+- the patches of :mod:`verl_ext.cpu.patches`, only when the CPU platform is selected.
+"""
+
+from __future__ import annotations
+
+from verl_ext.cpu.platform import PLATFORM_NAME, is_cpu_platform_selected
+
+ROLLOUT_NAME = "cpu"
+SERVER_ADAPTER_PATH = "verl_ext.cpu.server_adapter.CPUServerAdapter"
+
+
+def _load_cpu_rollout_replica() -> type:
+    from verl_ext.cpu.rollout_replica import CPURolloutReplica
+
+    return CPURolloutReplica
+
+
+def register_cpu_backend() -> None:
+    """Register the ``cpu`` platform and rollout; install the CPU patches when ``VERL_PLATFORM=cpu``."""
+    from verl.plugin.platform import PlatformRegistry
+    from verl.workers.rollout import base as rollout_base
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    from verl_ext.cpu.platform import CPUPlatform
+
+    if PlatformRegistry.get(PLATFORM_NAME) is not CPUPlatform:
+        PlatformRegistry.register(platform=PLATFORM_NAME)(CPUPlatform)
+    RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_cpu_rollout_replica)
+    rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = SERVER_ADAPTER_PATH
+
+    if is_cpu_platform_selected():
+        from verl_ext.cpu.patches import apply_cpu_patches
+
+        apply_cpu_patches()

@@ -1,0 +1,150 @@
+"""Build the tiny offline assets: model + tokenizer and the counting task's parquet files. Nothing downloaded.
+
+    python -m verl_ext.tiny.assets --out assets/tiny        (or: verl-ext tiny-assets --out assets/tiny)
+
+Layout of ``--out``::
+
+    model/            Qwen2 config, safetensors weights, generation config, tokenizer (HF format)
+    data/train.parquet, data/val.parquet      verl RL format (data_source, prompt, ability, reward_model, extra_info)
+    manifest.json     recipe (seed, sizes, versions) and sha256 of every file
+
+The build is deterministic: the same recipe writes byte-identical files. An existing directory whose
+manifest has the same recipe and whose files still match their checksums is left as it is (``--force``
+rebuilds). The reward function is :func:`verl_ext.tiny.task.compute_score`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+ASSETS_FORMAT = 1
+DEFAULT_SEED = 0
+DEFAULT_TRAIN_EXAMPLES = 2048
+DEFAULT_VAL_EXAMPLES = 64
+REWARD_FUNCTION = ("pkg://verl_ext.tiny.task", "compute_score")
+
+
+def default_assets_dir() -> Path:
+    """``<repo>/assets/tiny`` for a source checkout (gitignored), else ``~/.cache/verl-ext/tiny``."""
+    repo = Path(__file__).resolve().parents[2]
+    if (repo / "setup.py").is_file() and (repo / "verl_ext").is_dir():
+        return repo / "assets" / "tiny"
+    return Path.home() / ".cache" / "verl-ext" / "tiny"
+
+
+def recipe(seed: int, train_examples: int, val_examples: int) -> dict[str, Any]:
+    import tokenizers
+    import transformers
+
+    from verl_ext.tiny import task
+    from verl_ext.tiny.model import TINY_QWEN2
+
+    return {
+        "format": ASSETS_FORMAT,
+        "seed": seed,
+        "train_examples": train_examples,
+        "val_examples": val_examples,
+        "task": {"data_source": task.DATA_SOURCE, "max_count": task.MAX_COUNT},
+        "model_size": asdict(TINY_QWEN2),
+        "versions": {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__},
+    }
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _write_split(rows: list[dict[str, Any]], path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def _file_checksums(root: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(root)): _sha256(path)
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and path.name != "manifest.json"
+    }
+
+
+def assets_are_current(out: Path, wanted_recipe: dict[str, Any]) -> bool:
+    """True when ``out`` holds a build of ``wanted_recipe`` whose files all match the manifest."""
+    manifest_path = out / "manifest.json"
+    if not manifest_path.is_file():
+        return False
+    manifest = json.loads(manifest_path.read_text())
+    return manifest.get("recipe") == wanted_recipe and manifest.get("files") == _file_checksums(out)
+
+
+def build_tiny_assets(
+    out: Path,
+    seed: int = DEFAULT_SEED,
+    train_examples: int = DEFAULT_TRAIN_EXAMPLES,
+    val_examples: int = DEFAULT_VAL_EXAMPLES,
+    force: bool = False,
+) -> dict[str, Any]:
+    """Build (or keep, when current) the assets in ``out``; returns the manifest."""
+    from verl_ext.tiny import task
+    from verl_ext.tiny.model import build_model, count_parameters
+    from verl_ext.tiny.tokenizer import build_tokenizer
+
+    if train_examples < 1 or val_examples < 1:
+        raise ValueError(f"train_examples and val_examples must be >= 1, got {train_examples}, {val_examples}")
+    out = Path(out).resolve()
+    wanted = recipe(seed, train_examples, val_examples)
+    if not force and assets_are_current(out, wanted):
+        return json.loads((out / "manifest.json").read_text())
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".tiny-assets-", dir=out.parent))
+    try:
+        tokenizer = build_tokenizer()
+        model = build_model(tokenizer, seed=seed)
+        model.save_pretrained(staging / "model", safe_serialization=True)
+        tokenizer.save_pretrained(staging / "model")
+        (staging / "data").mkdir()
+        _write_split(task.make_split(train_examples, "train", seed), staging / "data" / "train.parquet")
+        _write_split(task.make_split(val_examples, "val", seed), staging / "data" / "val.parquet")
+        manifest = {
+            "recipe": wanted,
+            "parameters": count_parameters(model),
+            "reward_function": {"path": REWARD_FUNCTION[0], "name": REWARD_FUNCTION[1]},
+            "files": _file_checksums(staging),
+        }
+        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return manifest
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="verl-ext tiny-assets", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=None, help=f"output directory (default: {default_assets_dir()})")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--train-examples", type=int, default=DEFAULT_TRAIN_EXAMPLES)
+    parser.add_argument("--val-examples", type=int, default=DEFAULT_VAL_EXAMPLES)
+    parser.add_argument("--force", action="store_true", help="rebuild even when the directory is current")
+    args = parser.parse_args(argv)
+    out = args.out or default_assets_dir()
+    manifest = build_tiny_assets(out, args.seed, args.train_examples, args.val_examples, args.force)
+    print(f"tiny assets in {Path(out).resolve()}: {manifest['parameters']} parameters, "
+          f"{args.train_examples} train / {args.val_examples} val examples")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
