@@ -1,0 +1,56 @@
+"""The plugin loads through verl's entry point in a fresh process, and ``verl-ext`` reports on it."""
+
+import json
+import os
+import subprocess
+import sys
+
+from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
+
+
+def run(code_or_args, env_extra=None, module=False):
+    env = {**os.environ, **(env_extra or {})}
+    command = [sys.executable, "-m", "verl_ext.cli", *code_or_args] if module else [sys.executable, "-c", code_or_args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd="/")
+
+
+def test_plain_import_verl_registers_everything_in_a_fresh_process():
+    result = run(
+        "import json, verl\n"
+        "from verl.trainer.ppo import core_algos\n"
+        "print(json.dumps([sorted(core_algos.POLICY_LOSS_REGISTRY), sorted(core_algos.ADV_ESTIMATOR_REGISTRY)]))"
+    )
+    assert result.returncode == 0, result.stderr
+    losses, estimators = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(POLICY_LOSSES) <= set(losses)
+    assert set(ESTIMATORS) <= set(estimators)
+
+
+def test_doctor_passes_on_this_install():
+    result = run(["doctor"], module=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "verl-ext is ready" in result.stdout
+
+
+def test_doctor_fails_loudly_when_verl_does_not_load_the_plugin():
+    result = run(["doctor"], env_extra={"VERL_USE_EXTERNAL_PLUGINS": "none"}, module=True)
+    assert result.returncode == 1
+    assert "FAIL" in result.stdout and "rec_oneside_nois" in result.stdout
+
+
+def test_list_names_every_algorithm_with_keys_and_recipe_defaults():
+    result = run(["list", "--format", "json"], module=True)
+    assert result.returncode == 0, result.stderr
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert set(rows) == set(POLICY_LOSSES) | set(ESTIMATORS)
+    ring = rows["rec_ring_nois"]
+    assert ring["paper_name"] == "REC-Ring-NoIS"
+    assert ring["select_with"] == "actor_rollout_ref.actor.policy_loss.loss_mode=rec_ring_nois"
+    assert ring["keys"] == {
+        "actor_rollout_ref.actor.clip_ratio_low": 0.2,
+        "actor_rollout_ref.actor.clip_ratio_high": 0.2,
+        "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_low": 0.6,
+        "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high": 2.0,
+    }
+    assert rows["opmd"]["keys"] == {"actor_rollout_ref.actor.policy_loss.reg_coef": 0.1}
+    assert rows["red_weight"]["keys"] == {"actor_rollout_ref.actor.policy_loss.weight_temperature": 1.0}

@@ -1,0 +1,180 @@
+"""``verl-ext``: the command-line front of verl-ext.
+
+    verl-ext list        every name verl-ext registers, its paper name, its config keys and defaults
+    verl-ext doctor      is verl 0.9.1 installed, does the plugin load, are the registries complete?
+    verl-ext schedule    preview the delayed_sync staleness schedule (docs/staleness.md)
+
+verl swallows plugin import errors, so ``doctor`` is the first thing to run when verl says
+"Unsupported loss mode".
+"""
+
+import argparse
+import importlib
+import json
+import sys
+import traceback
+from importlib import metadata, resources
+
+from rich.console import Console
+from rich.table import Table
+
+from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
+
+REQUIRED_VERL = "0.9.1"
+ENTRY_POINT_GROUP = "verl.plugins"
+ENTRY_POINT_NAME = "verl_ext"
+
+
+def recipe_defaults() -> dict:
+    """The recipe config's own values (before composition with verl's), keyed by dotted path."""
+    from omegaconf import OmegaConf
+
+    text = resources.files("recipe.rec.config").joinpath("rec_trainer.yaml").read_text(encoding="utf-8")
+    config = OmegaConf.create(text)
+    flat = {}
+
+    def walk(node, prefix):
+        for key in node:
+            value = node._get_node(key)
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if OmegaConf.is_dict(value):
+                walk(value, path)
+            else:
+                flat[path] = value._value()
+    walk(config, "")
+    return flat
+
+
+def catalog_rows() -> list[dict]:
+    defaults = recipe_defaults()
+    rows = []
+    for kind, option, specs in (
+        ("estimator", "algorithm.adv_estimator", ESTIMATORS),
+        ("policy loss", "actor_rollout_ref.actor.policy_loss.loss_mode", POLICY_LOSSES),
+    ):
+        for spec in specs.values():
+            rows.append(
+                {
+                    "kind": kind,
+                    "name": spec.name,
+                    "select_with": f"{option}={spec.name}",
+                    "paper_name": spec.paper_name,
+                    "reference": spec.reference,
+                    "keys": {key: defaults.get(key) for key in spec.keys},
+                }
+            )
+    return rows
+
+
+def list_main(argv) -> int:
+    parser = argparse.ArgumentParser(prog="verl-ext list", description=list_main.__doc__)
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    args = parser.parse_args(argv)
+    rows = catalog_rows()
+    if args.format == "json":
+        print(json.dumps(rows, indent=1))
+        return 0
+    table = Table("kind", "name", "paper name", "reference", "keys (recipe default)", title="verl-ext algorithms")
+    for row in rows:
+        keys = "\n".join(f"{key} = {value}" for key, value in row["keys"].items()) or "-"
+        table.add_row(row["kind"], row["name"], row["paper_name"], row["reference"], keys)
+    Console(width=200).print(table)
+    return 0
+
+
+list_main.__doc__ = "List every estimator and policy loss verl-ext registers, with its config keys and defaults."
+
+
+def doctor_checks():
+    """Yield (check, ok, detail) for each thing that must hold for verl to run verl-ext's algorithms."""
+    try:
+        version = metadata.version("verl")
+    except metadata.PackageNotFoundError:
+        yield "verl installed", False, "verl is not installed: pip install -e '.[test]' (CPU) or '.[gpu]'"
+        return
+    yield "verl version", version == REQUIRED_VERL, f"found {version}, verl-ext needs {REQUIRED_VERL}"
+
+    points = [ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == ENTRY_POINT_NAME]
+    yield "entry point", bool(points), (
+        f"{ENTRY_POINT_GROUP}: {points[0].value}" if points else "not found: reinstall verl-ext (pip install -e .)"
+    )
+    import verl  # noqa: F401  (loads every verl.plugins entry point, as each verl process does)
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY
+
+    missing = sorted((set(POLICY_LOSSES) - set(POLICY_LOSS_REGISTRY)) | (set(ESTIMATORS) - set(ADV_ESTIMATOR_REGISTRY)))
+    if missing:
+        try:  # verl swallowed the plugin's error: import it again to show it
+            importlib.import_module("verl_ext.plugin")
+            detail = f"missing after import verl: {missing} (does VERL_USE_EXTERNAL_PLUGINS exclude 'verl_ext'?)"
+        except Exception:
+            detail = traceback.format_exc()
+        yield "plugin loaded by verl", False, detail
+        return
+    yield "plugin loaded by verl", True, f"{len(POLICY_LOSSES)} policy losses and {len(ESTIMATORS)} estimators registered"
+
+    from verl.plugin.platform import PlatformRegistry
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    from verl_ext.cpu.registration import ROLLOUT_NAME
+
+    platform_ok = PlatformRegistry.get("cpu") is not None
+    yield "cpu platform", platform_ok, "registered (selected with VERL_PLATFORM=cpu)" if platform_ok else "not registered"
+    try:
+        RolloutReplicaRegistry.get(ROLLOUT_NAME)
+        rollout_ok = True
+    except ValueError:
+        rollout_ok = False
+    yield "cpu rollout", rollout_ok, f"rollout name {ROLLOUT_NAME!r}" if rollout_ok else "not registered"
+
+    from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
+
+    try:
+        get_trainer_cls("delayed_sync")
+        yield "trainer mode", True, "trainer.v1.trainer_mode=delayed_sync"
+    except Exception as error:
+        yield "trainer mode", False, f"delayed_sync not registered: {error}"
+
+
+def doctor_main(argv) -> int:
+    argparse.ArgumentParser(prog="verl-ext doctor", description="Check the installation.").parse_args(argv)
+    console = Console()
+    failed = 0
+    for check, ok, detail in doctor_checks():
+        failed += not ok
+        console.print(f"[{'green' if ok else 'red'}]{'ok  ' if ok else 'FAIL'}[/] {check}: {detail}", highlight=False)
+    if failed:
+        console.print(f"[red]{failed} check(s) failed[/]: verl would not find verl-ext's algorithms.")
+        return 1
+    console.print("[green]verl-ext is ready.[/]")
+    return 0
+
+
+def schedule_command(argv) -> int:
+    from verl_ext.staleness.cli import schedule_main
+
+    return schedule_main(argv)
+
+
+COMMANDS = {
+    "list": (list_main, "list the registered algorithms, their keys and defaults"),
+    "doctor": (doctor_main, "check verl's version, the plugin and the registries (non-zero exit on failure)"),
+    "schedule": (schedule_command, "preview the delayed_sync staleness schedule"),
+}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print("usage: verl-ext COMMAND [options]\n\ncommands:")
+        for name, (_, help_text) in COMMANDS.items():
+            print(f"  {name:<10} {help_text}")
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"\nverl-ext: unknown command {argv[0]!r}", file=sys.stderr)
+            return 2
+        return 0
+    command, _ = COMMANDS[argv[0]]
+    return command(argv[1:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
