@@ -59,7 +59,10 @@ def positive_int(text: str) -> int:
 def add_held_out_flags(parser: argparse.ArgumentParser, default_test_size: int) -> None:
     """Flags of datasets that ship one split and get a seeded held-out test split here."""
     parser.add_argument(
-        "--test_size", type=positive_int, default=default_test_size, help="rows in the held-out test split (%(default)s)"
+        "--test_size",
+        type=positive_int,
+        default=default_test_size,
+        help="rows in the held-out test split (%(default)s)",
     )
     parser.add_argument("--seed", type=int, default=42, help="seed of the held-out split (%(default)s)")
 

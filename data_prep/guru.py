@@ -71,7 +71,9 @@ def _chat_messages(prompt: Any) -> list[dict[str, str]]:
         raise MalformedRecord("prompt", "not a non-empty list of chat messages")
     for message in prompt:
         if not (
-            isinstance(message, dict) and isinstance(message.get("role"), str) and isinstance(message.get("content"), str)
+            isinstance(message, dict)
+            and isinstance(message.get("role"), str)
+            and isinstance(message.get("content"), str)
         ):
             raise MalformedRecord("prompt", "a message without string 'role' and 'content'")
     return prompt
@@ -114,7 +116,9 @@ def convert(data: dict[str, Any], record: RawRecord, report: SplitReport) -> lis
         extra_info["original_index"] = extra_info["index"]
     extra_info.update({"split": "", "index": record.row, "source_index": record.row})
     return [
-        rl_row(data_source=data_source, prompt=prompt, ability=ability, ground_truth=ground_truth, extra_info=extra_info)
+        rl_row(
+            data_source=data_source, prompt=prompt, ability=ability, ground_truth=ground_truth, extra_info=extra_info
+        )
     ]
 
 

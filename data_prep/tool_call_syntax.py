@@ -4,10 +4,11 @@ ToolACE's assistant turns write calls like Python, inside one pair of brackets::
 
     [Market Trends API(trend_type="MARKET_INDEXES", country="us"), Weather/Forecast(days=3, metric=true)]
 
-Function names may hold spaces, dots, dashes and slashes, so the text is not Python as it stands. The
-parser tokenizes it with Python's :mod:`tokenize` (which knows where every string literal starts and ends,
-so a ``)`` or ``,`` inside a string is never mistaken for syntax), takes each name as the source text
-between a call boundary and its ``(``, swaps the names for placeholder identifiers, and parses the result
+Function names may hold spaces, dots, dashes, slashes and quotes, so the text is not Python as it
+stands. The parser takes each name as the text between a call boundary (``[`` or ``,``) and the next
+``(``, finds the ``)`` that closes its argument list with Python's :mod:`tokenize` (which knows where
+every string literal starts and ends, so a ``)`` or ``,`` inside a string is never mistaken for syntax),
+swaps the names for placeholder identifiers, and parses the result
 with :mod:`ast`. Argument values must be literals (strings, numbers, lists, dicts, tuples); the JSON
 words ``true``/``false``/``null`` are read like ``True``/``False``/``None``. The result is JSON-ready::
 
@@ -83,53 +84,72 @@ def parse_call_list(text: str) -> list[dict[str, Any]]:
 
 
 def _replace_names(source: str) -> tuple[dict[str, str], str]:
-    """Swap each function name for an identifier; returns {identifier: name} and the new source."""
-    line_starts = [0]
-    for line in source.splitlines(keepends=True):
-        line_starts.append(line_starts[-1] + len(line))
+    """Swap each function name for an identifier; returns {identifier: name} and the new source.
 
-    def offset(position: tuple[int, int]) -> int:
-        return line_starts[position[0] - 1] + position[1]
-
+    Between calls the text is scanned as plain characters (a name runs up to its ``(``, so it may hold
+    any character but brackets, even a quote); each argument list is delimited by the tokenizer.
+    """
     names: dict[str, str] = {}
-    pieces: list[str] = []
-    copied_up_to = 0
+    calls: list[str] = []
+    position = 1  # just after the opening "["
+    last = len(source) - 1  # the closing "]"
+    name = ""
+    while True:
+        while position < last and source[position].isspace():
+            position += 1
+        if calls:  # after a call: "," then the next call (a trailing comma is allowed), or the end
+            if position < last and source[position] == ",":
+                position += 1
+                while position < last and source[position].isspace():
+                    position += 1
+            elif position < last:
+                raise CallSyntaxError(
+                    "invalid call syntax",
+                    f"unexpected text after the call to '{name}'",
+                )
+        if position >= last:
+            break
+        paren = source.find("(", position)
+        bracket = min((i for i in (source.find(c, position) for c in "[]{}),") if i >= 0), default=len(source))
+        if paren < 0 or bracket < paren:
+            raise CallSyntaxError("a name not followed by '(...)'", source[position:bracket].strip())
+        name = source[position:paren].strip()
+        if not name:
+            raise CallSyntaxError("a '(' without a function name before it")
+        if name[0] in "\"'":
+            raise CallSyntaxError("a string where a function name should be")
+        closing = _matching_paren(source, paren)
+        placeholder = f"__tool_call_{len(names)}__"
+        names[placeholder] = name
+        calls.append(placeholder + source[paren : closing + 1])
+        position = closing + 1
+    return names, "[" + ", ".join(calls) + "]"
+
+
+def _matching_paren(source: str, opening: int) -> int:
+    """Offset of the ``)`` closing the ``(`` at ``opening``, skipping strings (via :mod:`tokenize`)."""
+    text = source[opening:]
+    line_starts = [0]
+    for line in text.splitlines(keepends=True):
+        line_starts.append(line_starts[-1] + len(line))
     depth = 0
-    name_start: int | None = None  # offset where the current call name starts, at depth 1
     try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.COMMENT):
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type != tokenize.OP:
                 continue
-            start = offset(token.start)
-            if token.type == tokenize.OP and token.string in _OPENING:
-                if depth == 1 and token.string == "(":
-                    if name_start is None:
-                        raise CallSyntaxError("a '(' without a function name before it")
-                    name = source[name_start:start].strip()
-                    placeholder = f"__tool_call_{len(names)}__"
-                    names[placeholder] = name
-                    pieces += [source[copied_up_to:name_start], placeholder]
-                    copied_up_to = start
-                    name_start = None
+            if token.string in _OPENING:
                 depth += 1
-            elif token.type == tokenize.OP and token.string in _CLOSING:
+            elif token.string in _CLOSING:
                 depth -= 1
-                if depth == 0 and name_start is not None:
-                    raise CallSyntaxError("a name not followed by '(...)'", source[name_start:start].strip())
-            elif depth == 1:
-                if token.type == tokenize.OP and token.string == ",":
-                    if name_start is not None:
-                        raise CallSyntaxError("a name not followed by '(...)'", source[name_start:start].strip())
-                elif token.type == tokenize.STRING:
-                    raise CallSyntaxError("a string where a function name should be")
-                elif name_start is None:
-                    name_start = start
+                if depth == 0:
+                    if token.string != ")":
+                        break
+                    return opening + line_starts[token.start[0] - 1] + token.start[1]
     except tokenize.TokenError as error:
         raise CallSyntaxError("unbalanced brackets or quotes", str(error.args[0])) from None
-    except (SyntaxError, IndentationError) as error:
-        raise CallSyntaxError("cannot tokenize", error.msg) from None
-    pieces.append(source[copied_up_to:])
-    return names, "".join(pieces)
+    except SyntaxError as error:
+        raise CallSyntaxError("invalid call syntax", error.msg) from None
+    raise CallSyntaxError("unbalanced brackets or quotes")
 
 
 class _JsonWords(ast.NodeTransformer):

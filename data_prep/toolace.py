@@ -209,7 +209,10 @@ def main(argv=None) -> int:
     parser.add_argument("--multi_turn", action="store_true", help="keep call turns after the first user message")
     add_held_out_flags(parser, DEFAULT_TEST_SIZE)
     parser.add_argument(
-        "--max_train_size", type=positive_int, default=None, help="keep a seeded random subset of this many training rows"
+        "--max_train_size",
+        type=positive_int,
+        default=None,
+        help="keep a seeded random subset of this many training rows",
     )
     return run_command(run, parser, argv)
 
