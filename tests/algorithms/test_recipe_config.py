@@ -121,3 +121,14 @@ def test_bad_config_stops_main_ppo_before_ray_starts():
     assert result.returncode != 0
     assert "outer_clip_ratio_high=0.1 lies inside the inner band" in output
     assert "ray init kwargs" not in output  # run_ppo never started Ray
+
+
+def test_offpolicy_grpo_with_zero_variance_masking_validates():
+    """The documented off-policy GRPO setting: pi_k + alpha, and verl's group filter for zero-variance groups."""
+    config = validate(
+        "actor_rollout_ref.actor.policy_loss.loss_mode=offpolicy_grpo",
+        *OFFPOLICY_GRPO_OVERRIDES,
+        "algorithm.filter_groups.enable=true",
+        "algorithm.filter_groups.metric=reward",
+    )
+    assert config.algorithm.filter_groups.enable is True
