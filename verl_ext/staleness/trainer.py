@@ -115,11 +115,13 @@ class DelayedSyncTrainer(PPOTrainer):
         return 0
 
     def on_train_begin(self):
+        # fit() has already advanced global_steps to the first step to run: the weights are one version older
+        version = self.global_steps - 1
         self._in_training_loop = True
         if self._start_up_steps:
-            if self._rollout_version != self.global_steps:
-                self._push_weights(self.global_steps)
-            self._generate(self._start_up_steps, version=self.global_steps)
+            if self._rollout_version != version:
+                self._push_weights(version)
+            self._generate(self._start_up_steps, version=version)
         self._sleep_rollout()
 
     def prepare_step(self) -> dict:

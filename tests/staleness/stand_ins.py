@@ -1,0 +1,195 @@
+"""Stand-ins for the GPU-only collaborators of verl's v1 trainer, to run its real ``fit`` loop on a CPU.
+
+Replaced: the FSDP actor worker group, the colocated vLLM rollout with its checkpoint-engine manager, the
+agent loop that drives it, the reward loop's workers and the GPU resource pool. Real: verl's trainer loop,
+TransferQueue, replay buffer, dataloader, advantage estimator and metrics, and the delayed_sync trainer.
+
+The toy policy: at weight version v every response token has log-probability ``log_prob_at(v)`` =
+-0.1 (v + 1), so behaviour-minus-current log-prob on a batch of lag k is exactly 0.1 k. The actor's
+version is the number of updates it made; the rollout holds the version of its last push and, like
+colocated vLLM (sleep level 2), nothing after ``sleep``: generating then raises.
+"""
+
+import json
+import os
+
+import torch
+import transfer_queue as tq
+from tensordict import TensorDict
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+RESPONSE_LENGTH = 3
+PROMPT_IDS = [4, 6, 10, 2, 7]
+
+
+def log_prob_at(version: int) -> float:
+    return -0.1 * (version + 1)
+
+
+def nested(rows: list[torch.Tensor]) -> torch.Tensor:
+    return torch.nested.as_nested_tensor(rows, layout=torch.jagged)
+
+
+class SimulatedCrash(RuntimeError):
+    pass
+
+
+class StandInActor:
+    """The actor worker group: ``update_actor`` advances the weight version, checkpoints save it."""
+
+    def __init__(self, crash_at_update: int | None = None):
+        self.version = 0
+        self._dispatch_info = {"actor": [0]}
+        self.crash_at_update = crash_at_update  # simulate a crash: raise instead of this (0-based) update
+        self.pi_old_seen: list[float] = []  # per update: the mean pi_old log-prob the loss received
+        self.trained_uids: list[set[str]] = []  # per update: the prompt groups trained on
+        self.trained_indices: list[list[int]] = []  # per update: the dataset indices of those prompts
+
+    def update_actor(self, batch):
+        if self.crash_at_update is not None and len(self.pi_old_seen) == self.crash_at_update:
+            raise SimulatedCrash(f"stand-in actor: simulated crash at update {self.crash_at_update}")
+        self.trained_uids.append({key.split("_", 1)[0] for key in batch.keys})
+        indices = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["index"])["index"]
+        self.trained_indices.append(sorted({int(index) for index in indices}))
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["old_log_probs", "response_mask"]
+        ).to_padded_tensor()
+        mask = data["response_mask"].bool()
+        self.pi_old_seen.append(float(data["old_log_probs"][mask].mean()))
+        self.version += 1
+        return {"metrics": {"mfu": [0.0], "pg_loss": [0.0], "grad_norm": [1.0]}}
+
+    def compute_log_prob(self, batch):
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["input_ids"])
+        lengths = data["input_ids"].offsets().diff().tolist()
+        values = [torch.full((length,), log_prob_at(self.version)) for length in lengths]
+        fields = TensorDict(
+            {"log_probs": nested(values), "entropy": nested([value * 0 for value in values])}, batch_size=len(values)
+        )
+        tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=fields)
+        return batch
+
+    def save_checkpoint(self, local_path, remote_path=None, global_steps=None, max_ckpt_to_keep=None):
+        os.makedirs(local_path, exist_ok=True)
+        with open(os.path.join(local_path, "version.json"), "w") as file:
+            json.dump({"version": self.version}, file)
+
+    def load_checkpoint(self, local_path, del_local_after_load=False):
+        with open(os.path.join(local_path, "version.json")) as file:
+            self.version = json.load(file)["version"]
+
+
+class StandInRollout:
+    """The colocated rollout engine: holds the weights of its last push until it sleeps."""
+
+    def __init__(self, actor: StandInActor):
+        self.actor = actor
+        self.weights: int | None = None  # the actor version it holds; None: discarded by sleep
+        self.label: int | None = None  # the global_steps of the last push (vLLM stamps outputs with it)
+        self.pushes: list[dict] = []  # {"label", "weights", "served"}: one per update_weights
+        self.served_since_push = 0
+
+    def push(self, label):
+        self.weights, self.label = self.actor.version, label
+        self.pushes.append({"label": label, "weights": self.actor.version})
+        self.served_since_push = 0
+
+    def sleep(self):
+        self.weights = None
+
+    def require_weights(self):
+        if self.weights is None:
+            raise RuntimeError("stand-in rollout: generate() while asleep, its weights were discarded by sleep")
+
+
+class StandInCheckpointManager:
+    """verl's CheckpointEngineManager with the naive backend: update_weights wakes and pushes, sleep discards."""
+
+    def __init__(self, rollout: StandInRollout):
+        self.rollout = rollout
+
+    def update_weights(self, global_steps=None):
+        self.rollout.push(global_steps)
+        return {}
+
+    def sleep_replicas(self):
+        self.rollout.sleep()
+
+
+class StandInAgentLoop:
+    """The agent loop manager: writes ``rollout.n`` trajectories per prompt to TransferQueue, as verl's does."""
+
+    def __init__(self, rollout: StandInRollout, n: int):
+        self.rollout = rollout
+        self.n = n
+        self.generated: list[dict] = []  # per prompt group: {"uid", "weights", "label"}
+
+    def generate_sequences(self, batch: TensorDict) -> None:
+        validate = bool(batch["validate"]) if "validate" in batch.keys() else False
+        partition = "val" if validate else "train"
+        self.rollout.require_weights()
+        n = 1 if validate else self.n
+        for row in range(len(batch)):
+            uid = str(batch["uid"][row])
+            global_steps = int(batch["global_steps"]) if "global_steps" in batch.keys() else 0
+            tq.kv_put(key=uid, partition_id=partition, tag={"status": "running"})
+            for session in range(n):
+                prompts = torch.tensor(PROMPT_IDS, dtype=torch.int64)
+                responses = torch.tensor([8 + session] * RESPONSE_LENGTH, dtype=torch.int64)
+                input_ids = torch.cat([prompts, responses])
+                rm_scores = torch.zeros(RESPONSE_LENGTH)
+                rm_scores[-1] = float(session)  # rewards 0, 1, ...: non-zero advantages
+                trajectory = {
+                    "prompts": prompts,
+                    "responses": responses,
+                    "response_mask": torch.ones(RESPONSE_LENGTH, dtype=torch.int64),
+                    "rollout_log_probs": torch.full((RESPONSE_LENGTH,), log_prob_at(self.rollout.weights)),
+                    "rm_scores": rm_scores,
+                    "input_ids": input_ids,
+                    "attention_mask": torch.ones_like(input_ids),
+                    "position_ids": torch.arange(len(input_ids)),
+                    "num_turns": 2,
+                    "uid": uid,
+                    "index": int(batch["index"][row]),
+                    "data_source": str(batch["data_source"][row]),
+                    "reward_model": batch["reward_model"][row],
+                    "extra_fields": {"global_steps": self.rollout.label},
+                }
+                tag = {
+                    "status": "success",
+                    "prompt_len": len(PROMPT_IDS),
+                    "response_len": RESPONSE_LENGTH,
+                    "seq_len": len(input_ids),
+                    "global_steps": global_steps,
+                    "min_global_steps": self.rollout.label,
+                    "max_global_steps": self.rollout.label,
+                }
+                # one put per trajectory, as verl's AgentLoopWorkerTQ._agent_loop_postprocess does
+                tq.kv_batch_put(
+                    keys=[f"{uid}_{session}_0"],
+                    partition_id=partition,
+                    fields=list_of_dict_to_tensordict([trajectory]),
+                    tags=[tag],
+                )
+            tq.kv_put(key=uid, partition_id=partition, tag={"status": "finished"})
+            self.rollout.served_since_push += n
+            self.generated.append(
+                {
+                    "uid": uid,
+                    "index": int(batch["index"][row]),
+                    "partition": partition,
+                    "weights": self.rollout.weights,
+                    "label": self.rollout.label,
+                }
+            )
+
+
+class StandInRewardLoop:
+    """Rewards are computed by the agent loop (rule reward): verl skips its colocated reward model path."""
+
+    reward_loop_worker_handles = ["stand-in reward worker"]
+
+
+class StandInResourcePool:
+    def get_n_gpus(self) -> int:
+        return 1
