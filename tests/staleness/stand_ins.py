@@ -44,6 +44,7 @@ class StandInActor:
         self.pi_old_seen: list[float] = []  # per update: the mean pi_old log-prob the loss received
         self.trained_uids: list[set[str]] = []  # per update: the prompt groups trained on
         self.trained_indices: list[list[int]] = []  # per update: the dataset indices of those prompts
+        self.forward_passes = 0  # compute_log_prob calls (a forward pass over a batch)
 
     def update_actor(self, batch):
         if self.crash_at_update is not None and len(self.pi_old_seen) == self.crash_at_update:
@@ -60,6 +61,7 @@ class StandInActor:
         return {"metrics": {"mfu": [0.0], "pg_loss": [0.0], "grad_norm": [1.0]}}
 
     def compute_log_prob(self, batch):
+        self.forward_passes += 1
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["input_ids"])
         lengths = data["input_ids"].offsets().diff().tolist()
         values = [torch.full((length,), log_prob_at(self.version)) for length in lengths]

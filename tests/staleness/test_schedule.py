@@ -140,3 +140,10 @@ def test_invalid_steps_are_rejected():
         schedule.lag(-1)
     with pytest.raises(ValueError, match="number of steps"):
         schedule.preview(-2)
+
+
+@given(m=st.integers(min_value=1, max_value=25), n=st.integers(min_value=0, max_value=30))
+def test_host_memory_holds_at_most_m_plus_n_batches(m, n):
+    # docs/staleness.md states this bound for the FIFO design
+    schedule = StalenessSchedule(sync_interval=m, sync_offset=n)
+    assert schedule.pending_batches_peak(3 * (m + n) + 5) == m + n

@@ -207,6 +207,34 @@ def test_interval_1_offset_0_behaves_like_sync_mode(transfer_queue, dataset_file
     assert run.logged("staleness/behaviour_minus_current_log_prob") == pytest.approx({s: 0.0 for s in range(STEPS)})
 
 
+@pytest.mark.parametrize(
+    "overrides,forward_passes_per_step",
+    [
+        ((), 1),  # bypass mode: one forward pass, for the mismatch metric
+        (("trainer.v1.delayed_sync.measure_mismatch=false",), 0),
+        # decoupled mode: verl computes pi_old with the current actor; the metric reuses it
+        (("algorithm.rollout_correction.bypass_mode=false",), 1),
+    ],
+)
+def test_mismatch_costs_at_most_one_forward_pass(
+    transfer_queue, dataset_file, tmp_path, log_dir, overrides, forward_passes_per_step
+):
+    config = compose(
+        dataset_file, tmp_path, "trainer.v1.delayed_sync.sync_interval=2", "trainer.total_training_steps=4", *overrides
+    )
+    run = Run(config, transfer_queue, log_dir, "mismatch")
+    assert run.logged("staleness/lag") == {0: 0, 1: 1, 2: 0, 3: 1}
+    assert run.actor.forward_passes == 4 * forward_passes_per_step
+    bypass = "algorithm.rollout_correction.bypass_mode=false" not in overrides
+    for step, pi_old in enumerate(run.actor.pi_old_seen):
+        # bypass: pi_old is the behaviour policy; decoupled: the current one (version = step)
+        assert pi_old == pytest.approx(log_prob_at(2 * (step // 2) if bypass else step))
+    if forward_passes_per_step:
+        assert run.logged("staleness/behaviour_minus_current_log_prob") == pytest.approx({0: 0, 1: 0.1, 2: 0, 3: 0.1})
+    else:
+        assert "staleness/behaviour_minus_current_log_prob" not in run.metrics[0]
+
+
 def test_offline_never_pushes_after_the_start(transfer_queue, dataset_file, tmp_path, log_dir):
     config = compose(dataset_file, tmp_path, "trainer.v1.delayed_sync.offline=true")
     run = Run(config, transfer_queue, log_dir, "offline")

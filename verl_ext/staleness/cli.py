@@ -59,3 +59,7 @@ def schedule_main(argv: list[str] | None = None) -> int:
         f"at most {schedule.pending_batches_peak(args.steps)} generated batches wait in host memory."
     )
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(schedule_main())
