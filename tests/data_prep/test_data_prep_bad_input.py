@@ -142,6 +142,8 @@ def test_bad_option_values_fail_before_reading(fixtures, tmp_path, capsys, flag,
     from data_prep import toolace
 
     with pytest.raises(SystemExit) as exit_info:
-        toolace.main(["--local_save_dir", str(tmp_path), "--local_dataset_path", str(fixtures / "toolace"), flag, value])
+        toolace.main(
+            ["--local_save_dir", str(tmp_path), "--local_dataset_path", str(fixtures / "toolace"), flag, value]
+        )
     assert exit_info.value.code == 2
     assert f"argument {flag}: expected a positive integer" in capsys.readouterr().err

@@ -38,9 +38,9 @@ def serve() -> None:
     _limit_memory()
     logging.disable(logging.WARNING)
 
-    from verl_ext.rewards.math_equivalence import are_equivalent
+    from verl_ext.rewards.math_equivalence import are_equivalent, math_verify_equal
 
-    are_equivalent("\\frac{1}{2}", "0.5")  # import sympy/math-verify's lazy parts before saying ready
+    math_verify_equal("x^2+2x+1", "(x+1)^2")  # import math-verify and sympy's lazy parts before saying ready
     protocol.write("ready\n")
     for line in sys.stdin:
         try:

@@ -47,6 +47,8 @@ def compute_score(solution_str, ground_truth) -> dict[str, float]:
     truth = _as_decimal(truth_match.group("number")) if truth_match else None
     answer = final_answer(text)
     if truth is None:
-        return reward_result(0.0, correct=False, answer_found=answer is not None, format_ok=MARKER in text, scorer_error=True)
+        return reward_result(
+            0.0, correct=False, answer_found=answer is not None, format_ok=MARKER in text, scorer_error=True
+        )
     correct = answer is not None and answer == truth
     return reward_result(float(correct), correct=correct, answer_found=answer is not None, format_ok=MARKER in text)
