@@ -53,3 +53,21 @@ def loss_config(loss_mode: str, *overrides: str):
     """The actor config for one loss, with what that loss needs (off-policy GRPO: pi_k and IS weights)."""
     extra = OFFPOLICY_GRPO_OVERRIDES if loss_mode == "offpolicy_grpo" else ()
     return actor_config(f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode}", *extra, *overrides)
+
+
+def call_registered_loss(loss_mode, log_prob, old_log_prob, advantages, response_mask, agg_mode="token-mean", config=None, behaviour_ratio=None):
+    """Call a loss the way verl's ppo_loss does: through verl's registry, all by keyword.
+
+    ``behaviour_ratio`` (r' = pi_k / alpha) reaches only off-policy GRPO, as verl's rollout_is_weights.
+    """
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+
+    return get_policy_loss_fn(loss_mode)(
+        old_log_prob=old_log_prob,
+        log_prob=log_prob,
+        advantages=advantages,
+        response_mask=response_mask,
+        loss_agg_mode=agg_mode,
+        config=config if config is not None else loss_config(loss_mode),
+        rollout_is_weights=behaviour_ratio if loss_mode == "offpolicy_grpo" else None,
+    )

@@ -8,9 +8,7 @@ ratio pi / pi_b leaves the band, so the policy stays near the behaviour policy.
 
 import pytest
 import torch
-from verl.trainer.ppo.core_algos import get_policy_loss_fn
-
-from tests.recipe_config import loss_config
+from tests.recipe_config import call_registered_loss, loss_config
 
 BEHAVIOUR = torch.tensor([0.3, 0.6, 0.1])
 REWARDS = torch.tensor([0.0, 0.8, 1.0])
@@ -20,7 +18,6 @@ EPSILON = 0.2
 
 def train(loss_mode, steps=1200, learning_rate=0.5):
     config = loss_config(loss_mode, f"actor_rollout_ref.actor.clip_ratio_low={EPSILON}", f"actor_rollout_ref.actor.clip_ratio_high={EPSILON}")
-    loss_fn = get_policy_loss_fn(loss_mode)
     theta = torch.zeros(3, requires_grad=True)
     with torch.no_grad():
         theta.copy_(BEHAVIOUR.log())  # start at the behaviour policy
@@ -31,15 +28,7 @@ def train(loss_mode, steps=1200, learning_rate=0.5):
     optimizer = torch.optim.SGD([theta], lr=learning_rate)
     for _ in range(steps):
         log_prob = torch.log_softmax(theta, dim=0)[ACTIONS][:, None]
-        loss, _ = loss_fn(
-            old_log_prob=old_log_prob,
-            log_prob=log_prob,
-            advantages=advantages,
-            response_mask=response_mask,
-            loss_agg_mode="token-mean",
-            config=config,
-            rollout_is_weights=None,
-        )
+        loss, _ = call_registered_loss(loss_mode, log_prob, old_log_prob, advantages, response_mask, config=config)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -9,9 +9,7 @@ import math
 
 import pytest
 import torch
-from verl.trainer.ppo.core_algos import get_policy_loss_fn
-
-from tests.recipe_config import loss_config
+from tests.recipe_config import call_registered_loss, loss_config
 
 EPS_LOW, EPS_HIGH = 0.2, 0.5
 OUTER_LOW, OUTER_HIGH = 0.6, 1.2
@@ -45,15 +43,8 @@ def make_batch(seed: int = 0, batch: int = 8, length: int = 16):
 def loss_and_gradient(loss_mode: str, agg_mode: str, batch):
     log_prob, old_log_prob, advantages, response_mask, behaviour_ratio = batch
     log_prob = log_prob.clone().requires_grad_(True)
-    config = loss_config(loss_mode, *HYPER)
-    loss, metrics = get_policy_loss_fn(loss_mode)(
-        old_log_prob=old_log_prob,
-        log_prob=log_prob,
-        advantages=advantages,
-        response_mask=response_mask.bool(),
-        loss_agg_mode=agg_mode,
-        config=config,
-        rollout_is_weights=behaviour_ratio if loss_mode == "offpolicy_grpo" else None,
+    loss, metrics = call_registered_loss(
+        loss_mode, log_prob, old_log_prob, advantages, response_mask.bool(), agg_mode, loss_config(loss_mode, *HYPER), behaviour_ratio
     )
     loss.backward()
     return loss, log_prob.grad, metrics

@@ -8,10 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 from verl import DataProto
-from verl.trainer.ppo.core_algos import get_policy_loss_fn
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-from tests.recipe_config import loss_config
+from tests.recipe_config import call_registered_loss
 from verl_ext import step_metrics
 from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
 
@@ -49,15 +48,7 @@ def loss_inputs(draw):
 def test_loss_and_gradient_are_finite(loss_mode, inputs, agg_mode):
     log_prob, old_log_prob, advantages, response_mask, behaviour_ratio = inputs
     log_prob = log_prob.clone().requires_grad_(True)
-    loss, metrics = get_policy_loss_fn(loss_mode)(
-        old_log_prob=old_log_prob,
-        log_prob=log_prob,
-        advantages=advantages,
-        response_mask=response_mask,
-        loss_agg_mode=agg_mode,
-        config=loss_config(loss_mode),
-        rollout_is_weights=behaviour_ratio if loss_mode == "offpolicy_grpo" else None,
-    )
+    loss, metrics = call_registered_loss(loss_mode, log_prob, old_log_prob, advantages, response_mask, agg_mode, behaviour_ratio=behaviour_ratio)
     loss.backward()
     assert torch.isfinite(loss), loss
     assert torch.isfinite(log_prob.grad).all()

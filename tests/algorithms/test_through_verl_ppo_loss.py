@@ -11,7 +11,7 @@ from tensordict import TensorDict
 from verl.utils import tensordict_utils as tu
 from verl.workers.utils.losses import ppo_loss
 
-from tests.recipe_config import loss_config
+from tests.recipe_config import call_registered_loss, loss_config
 from verl_ext.catalog import POLICY_LOSSES
 
 PROMPT_LENGTH = 3
@@ -80,19 +80,9 @@ def run_ppo_loss(loss_mode, rows, batch, batch_info, agg_mode="token-mean"):
 
 def direct_loss(loss_mode, batch, agg_mode):
     """The same loss through verl's registry on the padded batch (one micro-batch, local normaliser)."""
-    from verl.trainer.ppo.core_algos import get_policy_loss_fn
-
     lengths, response_mask, old_log_prob, response_log_prob, advantages, behaviour_ratio = batch
     log_prob = response_log_prob.clone().requires_grad_(True)
-    loss, _ = get_policy_loss_fn(loss_mode)(
-        old_log_prob=old_log_prob,
-        log_prob=log_prob,
-        advantages=advantages,
-        response_mask=response_mask.bool(),
-        loss_agg_mode=agg_mode,
-        config=loss_config(loss_mode, f"actor_rollout_ref.actor.loss_agg_mode={agg_mode}"),
-        rollout_is_weights=behaviour_ratio if loss_mode == "offpolicy_grpo" else None,
-    )
+    loss, _ = call_registered_loss(loss_mode, log_prob, old_log_prob, advantages, response_mask.bool(), agg_mode, behaviour_ratio=behaviour_ratio)
     loss.backward()
     return loss, log_prob.grad
 
