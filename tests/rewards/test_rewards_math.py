@@ -205,7 +205,7 @@ def test_slow_check_is_cut_at_its_budget_off_the_main_thread_and_the_next_check_
         assert after["score"] == 1.0 and after["timed_out"] == 0.0
 
 
-def test_budget_from_extra_info_and_environment_default(monkeypatch, fresh_checker):
+def test_budget_from_extra_info_and_environment_default(monkeypatch):
     start = time.monotonic()
     result = compute_score(MATH, SLOW_ANSWER, SLOW_TRUTH, {"math_timeout_s": 0.3})
     assert result["timed_out"] == 1.0 and time.monotonic() - start < 1.5
@@ -216,21 +216,6 @@ def test_budget_from_extra_info_and_environment_default(monkeypatch, fresh_check
     start = time.monotonic()
     assert compute_score(MATH, SLOW_ANSWER, SLOW_TRUTH)["timed_out"] == 1.0
     assert time.monotonic() - start < 1.5
-
-
-def test_thread_sandbox_bounds_the_wait(fresh_checker):
-    equivalence_pool.configure(sandbox="thread", workers=2, timeout_s=0.2)
-    results = []
-
-    def score():
-        results.append(compute_score(MATH, SLOWISH_ANSWER, SLOWISH_TRUTH))
-
-    start = time.monotonic()
-    worker = threading.Thread(target=score)
-    worker.start()
-    worker.join(timeout=5)
-    assert results and results[0]["timed_out"] == 1.0 and time.monotonic() - start < 1.5
-    assert compute_score(MATH, "\\boxed{0.25}", "\\frac{1}{4}")["score"] == 1.0
 
 
 def test_concurrent_scoring_from_many_threads():
@@ -244,8 +229,24 @@ def test_concurrent_scoring_from_many_threads():
     assert scores == [expected for _, _, expected in cases]
 
 
-def test_invalid_checker_settings_are_rejected(fresh_checker):
+def test_invalid_checker_settings_are_rejected():
     with pytest.raises(ValueError, match="expected one of"):
         equivalence_pool.configure(sandbox="docker")
     with pytest.raises(ValueError, match="math_timeout_s"):
         compute_score(MATH, "\\boxed{1}", "1", math_timeout_s=-1)
+
+
+# Last: it replaces the process-wide checker (the fixture restores a default one).
+def test_thread_sandbox_bounds_the_wait(fresh_checker):
+    equivalence_pool.configure(sandbox="thread", workers=2, timeout_s=0.2)
+    results = []
+
+    def score():
+        results.append(compute_score(MATH, SLOWISH_ANSWER, SLOWISH_TRUTH))
+
+    start = time.monotonic()
+    worker = threading.Thread(target=score)
+    worker.start()
+    worker.join(timeout=5)
+    assert results and results[0]["timed_out"] == 1.0 and time.monotonic() - start < 1.5
+    assert compute_score(MATH, "\\boxed{0.25}", "\\frac{1}{4}")["score"] == 1.0

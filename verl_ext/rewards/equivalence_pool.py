@@ -3,8 +3,10 @@
 verl calls reward functions in a thread pool of the reward-loop worker, where signal-based timeouts (what
 math-verify uses) do not work, and a Python thread cannot be stopped. So the check runs in a child
 process (:mod:`verl_ext.rewards.equivalence_worker`): the caller waits at most ``timeout_s`` for the
-answer; past that the child is killed (a fresh one is started on demand) and the outcome is "timed out",
-scored 0. Children are started lazily, up to ``max_workers``, and reused; a caller waits for a free one.
+answer; past that the child is killed (a replacement starts at once in the background) and the outcome is
+"timed out", scored 0. Children are started lazily, up to ``max_workers``, and reused; a caller waits for
+a free one. Starting a child (importing sympy and math-verify) takes about a second or two and is not
+counted in any check's budget: a check that finds no idle child waits for one to start.
 
 Settings (environment variables, read when the first check runs; :func:`configure` overrides them):
 
@@ -146,7 +148,7 @@ class ThreadChecker:
 
 
 class ProcessChecker:
-    """Checks in child processes, each killed when it overruns its budget."""
+    """Checks in child processes, each killed when it overruns its budget and replaced in the background."""
 
     def __init__(self, max_workers: int, memory_limit_mb: int | None = None):
         self.max_workers = max_workers
@@ -156,9 +158,11 @@ class ProcessChecker:
 
     def _reset(self) -> None:
         self._owner_pid = os.getpid()
-        self._lock = threading.Lock()
+        self._condition = threading.Condition()
         self._slots = threading.BoundedSemaphore(self.max_workers)
         self._idle: list[_ChildProcess] = []
+        self._spares_starting = 0
+        self._closed = False
 
     def check(self, gold: str, predicted: str, timeout_s: float) -> CheckOutcome:
         if self._owner_pid != os.getpid():  # forked: the parent's children and locks are not ours
@@ -166,31 +170,65 @@ class ProcessChecker:
         if self._fallback is not None:
             return self._fallback.check(gold, predicted, timeout_s)
         with self._slots:
-            with self._lock:
-                child = self._idle.pop() if self._idle else None
-            if child is None:
-                try:
-                    child = _ChildProcess(self.memory_limit_mb)
-                except (_WorkerDied, OSError) as error:
-                    logger.error("verl_ext.rewards: %s; checking math answers in threads instead", error)
-                    self._fallback = self._fallback or ThreadChecker(self.max_workers)
-                    return self._fallback.check(gold, predicted, timeout_s)
+            try:
+                child = self._take_child()
+            except (_WorkerDied, OSError) as error:
+                logger.error("verl_ext.rewards: %s; checking math answers in threads instead", error)
+                self._fallback = self._fallback or ThreadChecker(self.max_workers)
+                return self._fallback.check(gold, predicted, timeout_s)
             try:
                 equivalent = child.ask(gold, predicted, timeout_s)
-            except TimeoutError:
+            except (TimeoutError, _WorkerDied) as error:
                 child.kill()
-                return CheckOutcome(False, timed_out=True)
-            except _WorkerDied:
-                child.kill()
-                return CheckOutcome(False, failed=True)
-            with self._lock:
-                self._idle.append(child)
+                self._start_spare()
+                return CheckOutcome(
+                    False, timed_out=isinstance(error, TimeoutError), failed=isinstance(error, _WorkerDied)
+                )
+            self._give_back(child)
             return CheckOutcome(equivalent)
+
+    def _take_child(self) -> _ChildProcess:
+        """An idle child; else the spare being started in the background; else a new one, started here."""
+        with self._condition:
+            while not self._idle and self._spares_starting > 0:
+                self._condition.wait()
+            if self._idle:
+                return self._idle.pop()
+        return _ChildProcess(self.memory_limit_mb)
+
+    def _give_back(self, child: _ChildProcess) -> None:
+        with self._condition:
+            if not self._closed and len(self._idle) < self.max_workers:
+                self._idle.append(child)
+                self._condition.notify_all()
+                return
+        child.kill()
+
+    def _start_spare(self) -> None:
+        """Replace a killed child in a background thread, so the next check need not wait for a start-up."""
+        with self._condition:
+            self._spares_starting += 1
+
+        def start() -> None:
+            child = None
+            try:
+                child = _ChildProcess(self.memory_limit_mb)
+            except (_WorkerDied, OSError):
+                pass  # the next check starts one itself (and falls back to threads if that fails too)
+            finally:
+                with self._condition:
+                    self._spares_starting -= 1
+                    self._condition.notify_all()
+            if child is not None:
+                self._give_back(child)
+
+        threading.Thread(target=start, name="math-equivalence-spare", daemon=True).start()
 
     def close(self) -> None:
         if self._owner_pid != os.getpid():
             return
-        with self._lock:
+        with self._condition:
+            self._closed = True
             children, self._idle = self._idle, []
         for child in children:
             child.kill()

@@ -1,0 +1,167 @@
+"""Benchmark: latency (p50 / p99 / max) and throughput of every scorer behind verl_ext.rewards.compute_score.
+
+    python benchmarks/bench_rewards.py [--shared ../shared/datasets] [--threads 8]
+
+Workloads (real data from the project's shared folder where present, else the repository's fixtures):
+
+* gsm8k: each GSM8k test solution scored against its own answer, and again with the answer + 1.
+* math (same answer): each MATH-500 solution against its own answer (string rules decide, in-thread).
+* math (other answer): each MATH-500 solution against the next row's answer (mostly decided by
+  math-verify in the child process).
+* math (symbolic): equivalent forms only sympy can match (``(x+1)^2`` vs ``x^2+2x+1``, ...).
+* guru: solutions wrapped in ``<think>...</think>`` with a draft box inside the thinking.
+* toolace exact / partial: ToolACE fixture truths answered with reordered calls, and with a changed value.
+* math (pathological): exponent towers and huge factorials (caught by the guard), and one check that
+  needs ~20 s of sympy (cut at a 1 s budget: the worst case a response can cost).
+
+Each call is timed alone in the main thread (after one warm-up call that starts the first child
+process, timed separately); then all non-pathological calls run through a thread pool the way verl's
+reward manager runs them, for aggregate throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "datasets"
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def workloads(shared: Path) -> dict[str, list[tuple]]:
+    from data_prep.gsm8k import final_answer
+
+    gsm8k_dir = shared / "gsm8k" if (shared / "gsm8k").is_dir() else FIXTURES / "gsm8k"
+    gsm8k_rows = [r for r in read_jsonl(gsm8k_dir / "test.jsonl")]
+    gsm8k = []
+    for row in gsm8k_rows:
+        truth = final_answer(row["answer"])
+        gsm8k += [("openai/gsm8k", row["answer"], truth), ("openai/gsm8k", row["answer"], str(int(float(truth)) + 1))]
+
+    math500_path = shared / "math" / "math500.jsonl"
+    math_rows = read_jsonl(math500_path if math500_path.is_file() else FIXTURES / "math_prm800k" / "math500.jsonl")
+    source = "HuggingFaceH4/MATH-500"
+    same = [(source, row["solution"], row["answer"]) for row in math_rows]
+    other = [
+        (source, math_rows[(i + 1) % len(math_rows)]["solution"], row["answer"]) for i, row in enumerate(math_rows)
+    ]
+    symbolic_pairs = [
+        ("x^2+2x+1", "(x+1)^2"),
+        ("3\\sqrt{2}", "\\sqrt{18}"),
+        ("\\frac{\\sqrt{3}}{3}", "\\frac{1}{\\sqrt{3}}"),
+        ("\\{1,2\\}", "\\{2,1\\}"),
+        ("\\pi/2", "\\frac{\\pi}{2}"),
+        ("2\\cos^2 x - 1", "\\cos 2x"),
+    ]
+    symbolic = [(source, f"so \\boxed{{{answer}}}", truth) for truth, answer in symbolic_pairs] * 20
+    guru = [
+        ("math__deepscaler_preview", f"<think>draft: \\boxed{{0}} ...</think> {row['solution']}", row["answer"])
+        for row in math_rows
+    ]
+
+    toolace_exact, toolace_partial = [], []
+    for conversation in json.loads((FIXTURES / "toolace" / "data.json").read_text()):
+        from data_prep.tool_call_syntax import CallSyntaxError, parse_call_list
+
+        for turn in conversation["conversations"]:
+            if turn["from"] != "assistant" or not turn["value"].startswith("["):
+                continue
+            try:
+                calls = parse_call_list(turn["value"])
+            except CallSyntaxError:
+                continue
+            truth = json.dumps(calls)
+            reordered = [{"arguments": dict(reversed(list(c["arguments"].items()))), "name": c["name"]} for c in calls]
+            changed = [{"name": c["name"], "arguments": {**c["arguments"], "extra": 1}} for c in calls]
+            for response_calls in (list(reversed(reordered)), changed):
+                response = f"<think>Call the tools.</think>\n<tool_call>{json.dumps(response_calls)}</tool_call>"
+                toolace_exact.append(("Team-ACE/ToolACE", response, truth, {}))
+                toolace_partial.append(("Team-ACE/ToolACE", response, truth, {"toolace_mode": "partial"}))
+    toolace_exact *= 100
+    toolace_partial *= 100
+
+    pathological = [
+        (source, f"\\boxed{{{answer}}}", "1", {"math_timeout_s": 1.0})
+        for answer in ("2^{2^{2^{100}}}", "10^{10^{10}}", "100000000!", "(x+y+z)^{300}")
+    ] * 5 + [(source, "\\boxed{(a+b+c+d+e)^{10}}", "(a+b+c+d+e)^{9}", {"math_timeout_s": 1.0})] * 3
+    return {
+        f"gsm8k ({gsm8k_dir.name} test)": gsm8k,
+        "math (same answer)": same,
+        "math (other answer)": other,
+        "math (symbolic)": symbolic,
+        "guru (think + box)": guru,
+        "toolace exact": toolace_exact,
+        "toolace partial": toolace_partial,
+        "math (pathological, 1 s budget)": pathological,
+    }
+
+
+def call(case: tuple) -> dict:
+    from verl_ext.rewards import compute_score
+
+    data_source, response, truth, *rest = case
+    return compute_score(data_source, response, truth, None, **(rest[0] if rest else {}))
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "datasets")
+    parser.add_argument("--threads", type=int, default=8)
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO))
+    from verl_ext.rewards import equivalence_pool
+
+    loads = workloads(args.shared)
+    checker = equivalence_pool.get_checker()
+    print(
+        f"checker: {type(checker).__name__}, {checker.max_workers} workers, budget {equivalence_pool.default_timeout_s()} s"
+    )
+    start = time.perf_counter()
+    call(("HuggingFaceH4/MATH-500", "\\boxed{(x+1)^2}", "x^2+2x+1"))
+    print(f"first math check (starts a child process): {time.perf_counter() - start:.2f} s\n")
+
+    print(
+        f"{'scorer (workload)':<34} {'calls':>6} {'mean score':>10} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'calls/s':>8}"
+    )
+    for name, cases in loads.items():
+        latencies, scores, timeouts = [], [], 0
+        for case in cases:
+            start = time.perf_counter()
+            result = call(case)
+            latencies.append(time.perf_counter() - start)
+            scores.append(result["score"])
+            timeouts += int(result["timed_out"])
+        latencies.sort()
+        print(
+            f"{name:<34} {len(cases):>6} {statistics.mean(scores):>10.3f} {percentile(latencies, 0.5) * 1e3:>8.2f} "
+            f"{percentile(latencies, 0.99) * 1e3:>8.2f} {latencies[-1] * 1e3:>8.1f} {len(cases) / sum(latencies):>8.0f}"
+            + (f"   ({timeouts} timed out)" if timeouts else ""),
+            flush=True,
+        )
+
+    mixed = [case for name, cases in loads.items() if "pathological" not in name for case in cases]
+    with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
+        start = time.perf_counter()
+        list(pool.map(call, mixed))
+        elapsed = time.perf_counter() - start
+    print(
+        f"\nall non-pathological calls through {args.threads} threads: {len(mixed)} calls in {elapsed:.2f} s, "
+        f"{len(mixed) / elapsed:,.0f} calls/s"
+    )
+
+
+if __name__ == "__main__":
+    main()
