@@ -1,0 +1,310 @@
+"""``verl-ext plot``: the REC paper's panels from the metrics of finished runs.
+
+Where the metrics come from: verl's ``file`` logger backend (``trainer.logger`` contains ``file``; the run
+scripts always add it). It appends one JSON object per training step to ``$VERL_FILE_LOGGER_PATH``
+(default ``$VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl``)::
+
+    {"step": 12, "data": {"critic/score/mean": 0.41, "actor/pg_clipfrac": 0.02, ...}}
+
+The run scripts write each run's log to ``outputs/metrics/<project>/<experiment>.jsonl`` with a description
+``<experiment>.run.json`` beside it (``run``: the curve's label, ``group``: the staleness setting). verl's
+file logger truncates its file when a run starts again (a resume); the scripts first move the earlier log to
+``<experiment>.partN.jsonl``, and this module joins the parts of a run (a later part wins on a repeated step).
+
+One PNG per figure (an input folder, or the files given together), one row per group (setting), one column
+per panel, one curve per run:
+
+==================  ========================================================================================
+panel               metric (first one found)
+==================  ========================================================================================
+reward              ``critic/score/mean`` (mean sequence reward of the training batch), then a trailing
+                    running average over ``--window`` steps (3, as in the paper): the mean of the last
+                    min(window, i + 1) values at step i
+eval                evaluation accuracy: ``val-core/<data source>/acc/mean@N`` (or ``.../reward/mean@N``);
+                    with several data sources, their mean at each step
+kl                  KL to the initial policy: ``actor/kl_loss``, verl's KL term against the reference model
+                    (= the initial weights), logged by the run scripts with coefficient 0 (measured, not
+                    optimised; KL_TO_INITIAL=1). ``actor/ppo_kl`` is the KL to pi_old, not to the initial
+                    policy, and is not substituted: without ``actor/kl_loss`` the panel says "not logged"
+clipfrac            ``actor/pg_clipfrac``: fraction of response tokens whose gradient the clipping mask removed
+lag                 ``staleness/lag``: steps between the policy that generated the batch and the current one
+entropy             ``actor/entropy`` or ``actor/entropy_loss`` (needs actor.calculate_entropy=true)
+response_length     ``response_length/mean``
+==================  ========================================================================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+REWARD_WINDOW = 3
+EVAL_METRIC = re.compile(r"^val-core/(?P<source>.+)/(?:acc|reward)/mean@\d+$")
+PART_SUFFIX = re.compile(r"^(?P<run>.+)\.part(?P<part>\d+)$")
+
+
+@dataclass(frozen=True)
+class Panel:
+    name: str
+    title: str
+    metrics: tuple[str, ...] = ()  # the first one a run logged is plotted
+    smooth: bool = False  # running average over the window
+
+
+PANELS = {
+    panel.name: panel
+    for panel in (
+        Panel("reward", "training reward", ("critic/score/mean", "critic/rewards/mean"), smooth=True),
+        Panel("eval", "evaluation accuracy"),
+        Panel("kl", "KL to the initial policy", ("actor/kl_loss",)),
+        Panel("clipfrac", "clip fraction", ("actor/pg_clipfrac",)),
+        Panel("lag", "lag (steps)", ("staleness/lag",)),
+        Panel("entropy", "entropy", ("actor/entropy", "actor/entropy_loss")),
+        Panel("response_length", "response length", ("response_length/mean",)),
+    )
+}
+DEFAULT_PANELS = ("reward", "eval", "kl", "clipfrac", "lag")
+
+
+class MetricsFileError(ValueError):
+    """A metrics file that is not verl's file-logger JSONL (names the file, the line and the field)."""
+
+
+@dataclass
+class Run:
+    """One run: its label, its group (row of the figure) and every metric as {step: value}."""
+
+    name: str
+    group: str = ""
+    files: list[Path] = field(default_factory=list)
+    metrics: dict[str, dict[int, float]] = field(default_factory=dict)
+    skipped_lines: int = 0  # a partly written last line (a run killed mid-write)
+
+    def series(self, metric: str) -> tuple[list[int], list[float]]:
+        points = sorted(self.metrics.get(metric, {}).items())
+        return [step for step, _ in points], [value for _, value in points]
+
+
+def running_average(values: Sequence[float], window: int = REWARD_WINDOW) -> list[float]:
+    """Trailing running average: out[i] = mean(values[max(0, i - window + 1) : i + 1])."""
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    out = []
+    total = 0.0
+    for index, value in enumerate(values):
+        total += value
+        if index >= window:
+            total -= values[index - window]
+        out.append(total / min(window, index + 1))
+    return out
+
+
+def read_metrics_file(path: Path, into: Optional[dict[str, dict[int, float]]] = None) -> tuple[dict[str, dict[int, float]], int]:
+    """Read one file-logger JSONL into {metric: {step: value}} (later lines win). Non-numeric values are left
+    out; an unreadable last line (a write cut short) is skipped and counted; any other bad line is an error."""
+    metrics = {} if into is None else into
+    lines = path.read_text(encoding="utf-8").splitlines()
+    skipped = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            if number == len(lines):
+                skipped += 1
+                continue
+            raise MetricsFileError(f"{path}, line {number}: not JSON ({error.msg})") from None
+        if not isinstance(record, dict) or "step" not in record or "data" not in record:
+            raise MetricsFileError(f"{path}, line {number}: expected verl's file-logger record {{\"step\": ..., \"data\": {{...}}}}")
+        step, data = record["step"], record["data"]
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise MetricsFileError(f"{path}, line {number}, field 'step': expected an integer, got {step!r}")
+        if not isinstance(data, dict):
+            raise MetricsFileError(f"{path}, line {number}, field 'data': expected an object, got {type(data).__name__}")
+        for key, value in data.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue  # strings, lists, and NaN (written as null)
+            metrics.setdefault(key, {})[step] = float(value)
+    return metrics, skipped
+
+
+def _run_key(path: Path) -> tuple[str, int]:
+    """(run name, part number): ``x.part2.jsonl`` -> ("x", 2); ``x.jsonl`` -> ("x", infinity-like)."""
+    match = PART_SUFFIX.match(path.stem)
+    if match:
+        return match["run"], int(match["part"])
+    return path.stem, sys.maxsize
+
+
+def load_runs(files: Sequence[Path]) -> list[Run]:
+    """Group files into runs (parts joined in order), read them, and attach each run's description."""
+    by_run: dict[tuple[Path, str], list[tuple[int, Path]]] = {}
+    for path in files:
+        name, part = _run_key(path)
+        by_run.setdefault((path.parent, name), []).append((part, path))
+    runs = []
+    for (folder, name), parts in by_run.items():
+        run = Run(name=name)
+        for _, path in sorted(parts):
+            _, skipped = read_metrics_file(path, into=run.metrics)
+            run.skipped_lines += skipped
+            run.files.append(path)
+        description = folder / f"{name}.run.json"
+        if description.is_file():
+            try:
+                info = json.loads(description.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as error:
+                raise MetricsFileError(f"{description}: not JSON ({error.msg})") from None
+            run.name = str(info.get("run") or name)
+            run.group = str(info.get("group") or "")
+        runs.append(run)
+    return runs
+
+
+def eval_series(run: Run) -> tuple[list[int], list[float], list[str]]:
+    """Evaluation accuracy per step: the mean over data sources of ``val-core/<source>/(acc|reward)/mean@N``."""
+    sources = {}
+    for metric in run.metrics:
+        match = EVAL_METRIC.match(metric)
+        if match:
+            # one metric per source: prefer acc over reward, then the largest N
+            current = sources.get(match["source"])
+            if current is None or _eval_preference(metric) > _eval_preference(current):
+                sources[match["source"]] = metric
+    per_step: dict[int, list[float]] = {}
+    for metric in sources.values():
+        for step, value in run.metrics[metric].items():
+            per_step.setdefault(step, []).append(value)
+    steps = sorted(per_step)
+    return steps, [sum(per_step[s]) / len(per_step[s]) for s in steps], sorted(sources.values())
+
+
+def _eval_preference(metric: str) -> tuple[int, int]:
+    return ("/acc/" in metric, int(metric.rsplit("@", 1)[1]))
+
+
+def panel_series(run: Run, panel: Panel, window: int) -> tuple[list[int], list[float], Optional[str]]:
+    """(steps, values, metric used) of one panel for one run; empty lists when the run did not log it."""
+    if panel.name == "eval":
+        steps, values, used = eval_series(run)
+        return steps, values, ", ".join(used) or None
+    for metric in panel.metrics:
+        if run.metrics.get(metric):
+            steps, values = run.series(metric)
+            if panel.smooth:
+                values = running_average(values, window)
+            return steps, values, metric
+    return [], [], None
+
+
+def build_figure(runs: Sequence[Run], panels: Sequence[str] = DEFAULT_PANELS, window: int = REWARD_WINDOW, title: str = ""):
+    """A matplotlib Figure: one row per group, one column per panel, one curve (Line2D) per run with data."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    unknown = [name for name in panels if name not in PANELS]
+    if unknown:
+        raise ValueError(f"unknown panel(s) {', '.join(unknown)}: allowed {', '.join(PANELS)}")
+    if not runs:
+        raise ValueError("no runs to plot")
+    groups = sorted({run.group for run in runs})
+    labels = sorted({run.name for run in runs})
+    colours = {label: plt.get_cmap("tab10")(index % 10) for index, label in enumerate(labels)}
+    figure, axes = plt.subplots(
+        len(groups), len(panels), figsize=(4.2 * len(panels), 3.2 * len(groups)), squeeze=False
+    )
+    for row, group in enumerate(groups):
+        for column, panel_name in enumerate(panels):
+            panel = PANELS[panel_name]
+            axis = axes[row][column]
+            axis.set_title(f"{panel.title}" + (f" ({group})" if group else ""), fontsize=10)
+            axis.set_xlabel("step")
+            plotted = 0
+            for run in (r for r in runs if r.group == group):
+                steps, values, _ = panel_series(run, panel, window)
+                if steps:
+                    axis.plot(steps, values, label=run.name, color=colours[run.name], marker="." if len(steps) < 20 else None)
+                    plotted += 1
+            if not plotted:
+                wanted = "val-core/<source>/acc/mean@N" if panel.name == "eval" else " or ".join(panel.metrics)
+                axis.text(0.5, 0.5, f"not logged\n({wanted})", ha="center", va="center", fontsize=8, transform=axis.transAxes)
+            elif column == 0:
+                axis.legend(fontsize=7)
+            axis.grid(alpha=0.3)
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def collect_inputs(paths: Sequence[Path], name: Optional[str]) -> list[tuple[str, list[Path]]]:
+    """(figure name, JSONL files): each folder is one figure; files given directly make one figure together."""
+    figures = []
+    loose: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files = sorted(path.glob("*.jsonl"))
+            if not files:
+                raise FileNotFoundError(f"{path}: no *.jsonl metrics files (verl's file logger writes <experiment>.jsonl)")
+            figures.append((name or path.name, files))
+        elif path.is_file():
+            loose.append(path)
+        else:
+            raise FileNotFoundError(f"{path}: no such file or folder")
+    if loose:
+        figures.append((name or loose[0].parent.name or "runs", loose))
+    return figures
+
+
+def plot_main(argv: Optional[Sequence[str]] = None) -> int:
+    """``verl-ext plot PATH... [--out DIR] [--panels a,b] [--window 3] [--name NAME]``; returns an exit code."""
+    parser = argparse.ArgumentParser(
+        prog="verl-ext plot",
+        description="Plot the paper's panels from verl file-logger metrics (one PNG per folder of runs).",
+    )
+    parser.add_argument("paths", nargs="+", type=Path, help="folders of runs (outputs/metrics/<project>) or *.jsonl files")
+    parser.add_argument("--out", type=Path, default=Path("plots"), help="folder for the PNGs (default: %(default)s)")
+    parser.add_argument("--panels", default=",".join(DEFAULT_PANELS), help=f"comma-separated, from {', '.join(PANELS)} (default: %(default)s)")
+    parser.add_argument("--window", type=int, default=REWARD_WINDOW, help="running-average window of the training reward (default: %(default)s)")
+    parser.add_argument("--name", default=None, help="figure name (default: the folder's name)")
+    args = parser.parse_args(argv)
+    panels = [name.strip() for name in args.panels.split(",") if name.strip()]
+    if args.window < 1:
+        parser.error(f"--window must be >= 1, got {args.window}")
+    try:
+        figures = collect_inputs(args.paths, args.name)
+        args.out.mkdir(parents=True, exist_ok=True)
+        for figure_name, files in figures:
+            runs = load_runs(files)
+            figure = build_figure(runs, panels, args.window, title=figure_name)
+            target = args.out / f"{figure_name}.png"
+            figure.savefig(target, dpi=110)
+            import matplotlib.pyplot as plt
+
+            plt.close(figure)
+            print(f"{target}: {len(runs)} run(s), panels {', '.join(panels)}")
+            for run in runs:
+                missing = [p for p in panels if not panel_series(run, PANELS[p], args.window)[0]]
+                steps = max((max(v) for v in run.metrics.values() if v), default=0)
+                note = f"  {run.name}" + (f" [{run.group}]" if run.group else "") + f": {steps} steps"
+                if missing:
+                    note += f"; not logged: {', '.join(missing)}"
+                if run.skipped_lines:
+                    note += f"; skipped {run.skipped_lines} unreadable last line(s)"
+                print(note)
+    except (MetricsFileError, FileNotFoundError, ValueError) as error:
+        print(f"verl-ext plot: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(plot_main())

@@ -1,0 +1,450 @@
+"""The dry run of a run script: compose, validate and summarise a ``main_ppo`` configuration, with no GPU.
+
+``VERL_EXT_DRY_RUN=1 bash run_scripts/...`` calls this module with the exact arguments the script would give
+``python -m verl.trainer.main_ppo``:
+
+    python -m verl_ext.preflight --name NAME -- --config-path=DIR --config-name=rec_trainer key=value ...
+    python -m verl_ext.preflight --queue FILE     # many runs in one process: one JSON record per line,
+                                                  # {"name": ..., "argv": [...]}, written by run_scripts/lib
+
+For each run it does what ``main_ppo`` does in the driver before Ray starts, and what the trainer does first:
+
+1. compose the config with Hydra from the same config directory, config name and overrides;
+2. ``auto_set_device`` and verl's ``validate_config``, which also builds the actor config and so runs
+   verl-ext's loss checks (:mod:`verl_ext.config`);
+3. resolve every interpolation (the TaskRunner resolves the whole config);
+4. look the trainer mode up in verl's registry and, for ``delayed_sync``, run its checks
+   (:func:`verl_ext.staleness.config.delayed_sync_config_from`);
+5. load the custom reward function, as verl's reward workers will.
+
+Then it prints the settings that matter. Nothing needs a GPU, the model or the data files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import traceback
+import warnings as warnings_module
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+
+@dataclass
+class PreflightResult:
+    """What the dry run of one run found: its settings (dotted key -> resolved value) or its error."""
+
+    name: str
+    ok: bool
+    settings: dict[str, Any] = field(default_factory=dict)
+    lines: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    error: Optional[str] = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "settings": self.settings, "warnings": self.warnings, "error": self.error}
+
+
+@dataclass(frozen=True)
+class MainPPOArguments:
+    config_dir: Path
+    config_name: str
+    overrides: list[str]
+
+
+def parse_main_ppo_argv(argv: Sequence[str]) -> MainPPOArguments:
+    """Split ``main_ppo``'s arguments into Hydra's config directory, config name and overrides."""
+    config_dir: Optional[str] = None
+    config_name: Optional[str] = None
+    overrides: list[str] = []
+    items = list(argv)
+    index = 0
+    while index < len(items):
+        item = items[index]
+        for flags, target in ((("--config-path", "-cp"), "dir"), (("--config-name", "-cn"), "name")):
+            flag = next((f for f in flags if item == f or item.startswith(f + "=")), None)
+            if flag is None:
+                continue
+            if item == flag:
+                if index + 1 >= len(items):
+                    raise ValueError(f"{flag} needs a value")
+                index += 1
+                value = items[index]
+            else:
+                value = item[len(flag) + 1 :]
+            if target == "dir":
+                config_dir = value
+            else:
+                config_name = value
+            break
+        else:
+            if item.startswith("-"):
+                raise ValueError(f"unsupported main_ppo argument {item!r} (only --config-path, --config-name and overrides)")
+            overrides.append(item)
+        index += 1
+    if config_dir is None or config_name is None:
+        raise ValueError("the arguments must name --config-path and --config-name, as the run scripts do")
+    directory = Path(config_dir)
+    if not directory.is_absolute():
+        raise ValueError(f"--config-path={config_dir} must be an absolute path (Hydra resolves it against the script)")
+    if not (directory / f"{config_name}.yaml").is_file():
+        raise ValueError(f"--config-path/--config-name: no file {directory / (config_name + '.yaml')}")
+    return MainPPOArguments(directory, config_name, overrides)
+
+
+def compose(arguments: MainPPOArguments):
+    """The config ``main_ppo`` would receive (``@hydra.main`` with the same directory, name and overrides)."""
+    import verl  # noqa: F401  (loads the verl.plugins entry points, as every verl process does)
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(arguments.config_dir), version_base=None):
+        return hydra_compose(config_name=arguments.config_name, overrides=list(arguments.overrides))
+
+
+def run_checks(config) -> tuple[dict, list[str]]:
+    """The driver's and the trainer's first checks; raises on the first failure.
+
+    Returns the resolved config (a plain dict) and warnings about settings that differ from the papers'.
+    """
+    from omegaconf import OmegaConf
+    from verl.trainer.main_ppo import need_critic, need_reference_policy
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    auto_set_device(config)
+    with contextlib.redirect_stdout(io.StringIO()):  # validate_config prints progress lines
+        validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    resolved = OmegaConf.to_container(config, resolve=True)
+
+    trainer = resolved["trainer"]
+    if trainer.get("use_v1", True):
+        from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
+
+        mode = trainer["v1"]["trainer_mode"]
+        get_trainer_cls(mode)
+        if mode == "delayed_sync":
+            from verl_ext.staleness.config import delayed_sync_config_from
+
+            delayed_sync_config_from(config)
+    get_custom_reward_fn(config)
+    check_batch_arithmetic(resolved)
+    return resolved, warnings_for(resolved)
+
+
+def check_batch_arithmetic(resolved: dict) -> None:
+    """What verl skips with ``use_dynamic_bsz`` but a step needs: whole mini-batches, responses split evenly
+    over the data-parallel ranks."""
+    data, actor = resolved["data"], resolved["actor_rollout_ref"]["actor"]
+    prompts, mini_batch = data["train_batch_size"], actor["ppo_mini_batch_size"]
+    if prompts % mini_batch:
+        raise ValueError(
+            f"data.train_batch_size={prompts} is not a multiple of actor_rollout_ref.actor.ppo_mini_batch_size="
+            f"{mini_batch}: the last mini-batch would be partial (the papers take one step per batch: make them equal)"
+        )
+    responses = prompts * resolved["actor_rollout_ref"]["rollout"]["n"]
+    ranks = resolved["trainer"]["nnodes"] * resolved["trainer"]["n_gpus_per_node"]
+    if responses % ranks:
+        raise ValueError(
+            f"{responses} responses per step (data.train_batch_size={prompts} x actor_rollout_ref.rollout.n="
+            f"{resolved['actor_rollout_ref']['rollout']['n']}) do not split evenly over trainer.nnodes x "
+            f"trainer.n_gpus_per_node = {ranks} GPUs"
+        )
+
+
+def warnings_for(resolved: dict) -> list[str]:
+    """Settings that run but differ from the papers' protocol."""
+    actor = resolved["actor_rollout_ref"]["actor"]
+    notes = []
+    gradient_steps = _gradient_steps_per_batch(resolved)
+    if gradient_steps != 1:
+        notes.append(
+            f"{gradient_steps} gradient steps per batch (data.train_batch_size={resolved['data']['train_batch_size']}, "
+            f"ppo_mini_batch_size={actor['ppo_mini_batch_size']}, ppo_epochs={actor['ppo_epochs']}): the papers take one"
+        )
+    if actor.get("use_kl_loss") and actor.get("kl_loss_coef"):
+        notes.append(f"a KL loss term is optimised (kl_loss_coef={actor['kl_loss_coef']}): the papers use none")
+    if actor.get("entropy_coeff"):
+        notes.append(f"an entropy term is optimised (entropy_coeff={actor['entropy_coeff']}): the papers use none")
+    if resolved["algorithm"].get("use_kl_in_reward"):
+        notes.append("algorithm.use_kl_in_reward=true: the papers put no KL term in the reward")
+    return notes
+
+
+def _gradient_steps_per_batch(resolved: dict) -> float:
+    actor = resolved["actor_rollout_ref"]["actor"]
+    steps = resolved["data"]["train_batch_size"] / actor["ppo_mini_batch_size"] * actor["ppo_epochs"]
+    return int(steps) if float(steps).is_integer() else steps
+
+
+# The settings a summary reports: label -> dotted keys (resolved values also go into PreflightResult.settings).
+SUMMARY_KEYS = {
+    "dataset": ("data.train_files", "data.val_files"),
+    "model": ("actor_rollout_ref.model.path",),
+    "estimator": ("algorithm.adv_estimator", "algorithm.norm_adv_by_std_in_grpo"),
+    "loss": ("actor_rollout_ref.actor.policy_loss.loss_mode", "actor_rollout_ref.actor.loss_agg_mode"),
+    "epsilons": (
+        "actor_rollout_ref.actor.clip_ratio_low",
+        "actor_rollout_ref.actor.clip_ratio_high",
+        "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_low",
+        "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high",
+    ),
+    "loss keys": ("actor_rollout_ref.actor.policy_loss.reg_coef", "actor_rollout_ref.actor.policy_loss.weight_temperature"),
+    "pi_old": (
+        "algorithm.rollout_correction.bypass_mode",
+        "algorithm.rollout_correction.rollout_is",
+        "algorithm.rollout_correction.rollout_is_threshold",
+    ),
+    "staleness": (
+        "trainer.v1.trainer_mode",
+        "trainer.v1.delayed_sync.sync_interval",
+        "trainer.v1.delayed_sync.sync_offset",
+        "trainer.v1.delayed_sync.offline",
+    ),
+    "zero-variance masking": ("algorithm.filter_groups.enable", "algorithm.filter_groups.metric"),
+    "batch": (
+        "data.train_batch_size",
+        "actor_rollout_ref.rollout.n",
+        "actor_rollout_ref.actor.ppo_mini_batch_size",
+        "actor_rollout_ref.actor.ppo_epochs",
+    ),
+    "optimizer": (
+        "actor_rollout_ref.actor.optim.optimizer",
+        "actor_rollout_ref.actor.optim.lr",
+        "actor_rollout_ref.actor.optim.betas",
+        "actor_rollout_ref.actor.optim.weight_decay",
+        "actor_rollout_ref.actor.optim.lr_warmup_steps",
+        "actor_rollout_ref.actor.optim.lr_scheduler_type",
+        "actor_rollout_ref.actor.optim.clip_grad",
+    ),
+    "sampling": (
+        "actor_rollout_ref.rollout.temperature",
+        "actor_rollout_ref.rollout.top_p",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample",
+        "actor_rollout_ref.rollout.val_kwargs.temperature",
+        "actor_rollout_ref.rollout.val_kwargs.top_p",
+        "actor_rollout_ref.rollout.val_kwargs.n",
+    ),
+    "regularisers": (
+        "actor_rollout_ref.actor.use_kl_loss",
+        "actor_rollout_ref.actor.kl_loss_coef",
+        "actor_rollout_ref.actor.kl_loss_type",
+        "actor_rollout_ref.actor.entropy_coeff",
+        "algorithm.use_kl_in_reward",
+    ),
+    "lengths": ("data.max_prompt_length", "data.max_response_length"),
+    "resources": (
+        "trainer.nnodes",
+        "trainer.n_gpus_per_node",
+        "trainer.device",
+        "actor_rollout_ref.rollout.name",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size",
+        "actor_rollout_ref.rollout.gpu_memory_utilization",
+        "actor_rollout_ref.actor.strategy",
+        "actor_rollout_ref.actor.use_dynamic_bsz",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+        "actor_rollout_ref.actor.fsdp_config.param_offload",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+    ),
+    "schedule": ("trainer.total_training_steps", "trainer.test_freq", "trainer.val_before_train", "trainer.save_freq"),
+    "reward": ("reward.custom_reward_function.path", "reward.custom_reward_function.name"),
+    "logging": ("trainer.project_name", "trainer.experiment_name", "trainer.logger"),
+}
+
+
+def _select(resolved: dict, key: str) -> Any:
+    node: Any = resolved
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _short(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def summarize(resolved: dict) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """(settings, lines): the resolved values of SUMMARY_KEYS, and a human summary, one line per topic."""
+    settings = {key: _select(resolved, key) for keys in SUMMARY_KEYS.values() for key in keys}
+    settings["gradient_steps_per_batch"] = _gradient_steps_per_batch(resolved)
+    s = settings
+
+    def pairs(*keys: str) -> str:
+        return " ".join(f"{_short(key)}={s[key]}" for key in keys)
+
+    loss_mode = s["actor_rollout_ref.actor.policy_loss.loss_mode"]
+    estimator = s["algorithm.adv_estimator"]
+    lines = [
+        ("dataset", f"train={s['data.train_files']} val={s['data.val_files']}"),
+        ("model", str(s["actor_rollout_ref.model.path"])),
+        ("estimator", f"{estimator}" + (f" (norm_adv_by_std_in_grpo={s['algorithm.norm_adv_by_std_in_grpo']})" if estimator == "grpo" else "")),
+        ("loss", f"{loss_mode} (loss_agg_mode={s['actor_rollout_ref.actor.loss_agg_mode']})"),
+        ("epsilons", pairs("actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_high")
+         + (" " + pairs("actor_rollout_ref.actor.policy_loss.outer_clip_ratio_low", "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high") if "ring" in str(loss_mode) else "")),
+    ]
+    if loss_mode in ("opmd", "asymre"):
+        lines.append(("loss keys", f"beta (reg_coef)={s['actor_rollout_ref.actor.policy_loss.reg_coef']}"))
+    if loss_mode == "red_weight":
+        lines.append(("loss keys", f"T (weight_temperature)={s['actor_rollout_ref.actor.policy_loss.weight_temperature']}"))
+    bypass = s["algorithm.rollout_correction.bypass_mode"]
+    lines.append((
+        "pi_old",
+        "behaviour policy: rollout log-probs (bypass_mode=true)" if bypass else
+        "recomputed by the current actor (bypass_mode=false) " + pairs("algorithm.rollout_correction.rollout_is", "algorithm.rollout_correction.rollout_is_threshold"),
+    ))
+    lines.append(("staleness", _staleness_line(s)))
+    if s["algorithm.filter_groups.enable"]:
+        lines.append(("zero-variance masking", f"on (verl's group filter, metric={s['algorithm.filter_groups.metric']})"))
+    prompts, group = s["data.train_batch_size"], s["actor_rollout_ref.rollout.n"]
+    lines.append((
+        "batch",
+        f"{prompts} prompts x K={group} responses = {prompts * group} responses/step; "
+        + pairs("actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_epochs")
+        + f" -> {s['gradient_steps_per_batch']} gradient step(s) per batch",
+    ))
+    lines.append(("optimizer", pairs(*SUMMARY_KEYS["optimizer"])))
+    lines.append((
+        "sampling",
+        "train " + pairs("actor_rollout_ref.rollout.temperature", "actor_rollout_ref.rollout.top_p")
+        + "; eval " + " ".join(f"{_short(k)}={s[k]}" for k in SUMMARY_KEYS["sampling"][2:]),
+    ))
+    lines.append(("regularisers", pairs(*SUMMARY_KEYS["regularisers"])
+                  + (" (KL to the initial policy measured as actor/kl_loss, not optimised)"
+                     if s["actor_rollout_ref.actor.use_kl_loss"] and not s["actor_rollout_ref.actor.kl_loss_coef"] else "")))
+    lines.append(("lengths", pairs(*SUMMARY_KEYS["lengths"])))
+    lines.append(("resources", pairs(*SUMMARY_KEYS["resources"])))
+    lines.append(("schedule", pairs(*SUMMARY_KEYS["schedule"])))
+    lines.append(("reward", f"{s['reward.custom_reward_function.path']}:{s['reward.custom_reward_function.name']}"))
+    lines.append(("logging", pairs(*SUMMARY_KEYS["logging"])))
+    return settings, lines
+
+
+def _staleness_line(s: dict[str, Any]) -> str:
+    mode = s["trainer.v1.trainer_mode"]
+    if mode != "delayed_sync":
+        return f"trainer_mode={mode} (verl's own; no controlled staleness)"
+    from verl_ext.staleness.schedule import StalenessSchedule
+
+    schedule = StalenessSchedule(
+        sync_interval=s["trainer.v1.delayed_sync.sync_interval"],
+        sync_offset=s["trainer.v1.delayed_sync.sync_offset"],
+        offline=s["trainer.v1.delayed_sync.offline"],
+    )
+    text = "delayed_sync " + " ".join(
+        f"{_short(k)}={s[k]}" for k in SUMMARY_KEYS["staleness"][1:]
+    )
+    steps = s["trainer.total_training_steps"]
+    if isinstance(steps, int) and steps > 0:
+        lags = [row.lag for row in schedule.preview(steps)]
+        text += (
+            f"; over {steps} steps: lag {min(lags)}..{max(lags)}, {schedule.sync_count(steps)} weight pushes, "
+            f"at most {schedule.pending_batches_peak(steps)} generated batches waiting"
+        )
+    return text
+
+
+def _error_text(error: BaseException) -> str:
+    """The exception and its causes, innermost last (Hydra wraps the dataclass checks' errors)."""
+    parts = []
+    seen = set()
+    current: Optional[BaseException] = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        message = str(current).strip() or repr(current)
+        parts.append(f"{type(current).__name__}: {message}")
+        current = current.__cause__ or current.__context__
+    return "\n  caused by ".join(parts)
+
+
+def preflight(name: str, argv: Sequence[str]) -> PreflightResult:
+    """Compose, check and summarise one run; never raises for a bad configuration (see ``result.error``)."""
+    try:
+        arguments = parse_main_ppo_argv(argv)
+        with warnings_module.catch_warnings():
+            warnings_module.simplefilter("ignore")  # verl's import-time notices (missing optional engines, ...)
+            config = compose(arguments)
+            resolved, warnings = run_checks(config)
+        settings, lines = summarize(resolved)
+    except Exception as error:  # a bad run config: report it, go on with the next run
+        return PreflightResult(name=name, ok=False, error=_error_text(error))
+    return PreflightResult(name=name, ok=True, settings=settings, lines=lines, warnings=warnings)
+
+
+def read_queue(path: Path) -> list[tuple[str, list[str]]]:
+    """The runs queued by run_scripts/lib/common.sh: one JSON object per line with ``name`` and ``argv``."""
+    runs = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            name, argv = record["name"], record["argv"]
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise ValueError(f"{path}, line {number}: not a queued run ({error})") from None
+        if not isinstance(name, str) or not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            raise ValueError(f"{path}, line {number}: field 'name' must be a string and 'argv' a list of strings")
+        runs.append((name, argv))
+    return runs
+
+
+def format_result(result: PreflightResult) -> str:
+    out = [f"== {result.name} =="]
+    if not result.ok:
+        out.append(f"FAILED: {result.error}")
+        return "\n".join(out)
+    width = max(len(label) for label, _ in result.lines)
+    out.extend(f"  {label:<{width}}  {text}" for label, text in result.lines)
+    out.extend(f"  warning: {warning}" for warning in result.warnings)
+    out.append("  ok: composed; verl's validate_config, verl-ext's checks, trainer mode and reward function passed")
+    return "\n".join(out)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    main_ppo_argv: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, main_ppo_argv = argv[:split], argv[split + 1 :]
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.preflight", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--queue", type=Path, help="file of queued runs (one JSON object per line)")
+    parser.add_argument("--name", default="run", help="name of the run given after --")
+    parser.add_argument("--json", action="store_true", help="last line printed: a JSON list with each run's result")
+    args = parser.parse_args(argv)
+    if args.queue is not None:
+        if main_ppo_argv:
+            parser.error("give either --queue or main_ppo's arguments after --, not both")
+        try:
+            runs = read_queue(args.queue)
+        except (OSError, ValueError) as error:
+            print(f"preflight: {error}", file=sys.stderr)
+            return 2
+    elif main_ppo_argv:
+        runs = [(args.name, main_ppo_argv)]
+    else:
+        parser.error("nothing to check: pass --queue FILE or main_ppo's arguments after --")
+    results = []
+    for name, run_argv in runs:
+        result = preflight(name, run_argv)
+        results.append(result)
+        print(format_result(result), flush=True)
+    failed = [result.name for result in results if not result.ok]
+    print(f"\npreflight: {len(results) - len(failed)} of {len(results)} run configuration(s) passed"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    if args.json:
+        print(json.dumps([result.as_dict() for result in results]))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        sys.exit(130)
