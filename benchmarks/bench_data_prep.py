@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -56,6 +57,7 @@ def main() -> None:
 
     from data_prep import gsm8k, guru, math, toolace
 
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; median of {args.repeats} runs", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         out = str(scratch / "out")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import os
 import statistics
 import sys
 import time
@@ -127,14 +128,17 @@ def main() -> None:
     loads = workloads(args.shared)
     checker = equivalence_pool.get_checker()
     print(
-        f"checker: {type(checker).__name__}, {checker.max_workers} workers, budget {equivalence_pool.default_timeout_s()} s"
+        f"checker: {type(checker).__name__}, {checker.max_workers} workers, "
+        f"budget {equivalence_pool.default_timeout_s()} s; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
     start = time.perf_counter()
     call(("HuggingFaceH4/MATH-500", "\\boxed{(x+1)^2}", "x^2+2x+1"))
     print(f"first math check (starts a child process): {time.perf_counter() - start:.2f} s\n")
 
     print(
-        f"{'scorer (workload)':<34} {'calls':>6} {'mean score':>10} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'calls/s':>8}"
+        f"{'scorer (workload)':<34} {'calls':>6} {'mean score':>10} "
+        f"{'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'calls/s':>8}"
     )
     for name, cases in loads.items():
         latencies, scores, timeouts = [], [], 0

@@ -13,6 +13,7 @@ The policy is asked to answer ``<think>...</think>`` then ``<tool_call>[{"name":
 
     python -m data_prep.toolace --local_save_dir ~/data/toolace [--local_dataset_path DIR]
         [--multi_turn] [--test_size 500] [--max_train_size N] [--seed 42] [--strict]
+        [--toolace_mode exact|partial] [--toolace_strict_format]
 
 ``DIR`` holds the hub's ``data.json`` (or ``data.jsonl``/``data.parquet``).
 """
@@ -107,8 +108,12 @@ def _turns(data: dict[str, Any]) -> list[tuple[str, str]]:
     return turns
 
 
-def make_converter(multi_turn: bool, strict: bool):
-    """The record converter; a bad call turn is skipped alone (or, strict, stops the command)."""
+def make_converter(multi_turn: bool, strict: bool, reward_options: dict[str, Any] | None = None):
+    """The record converter; a bad call turn is skipped alone (or, strict, stops the command).
+
+    ``reward_options`` (``toolace_mode``, ``toolace_strict_format``) are stored in every row's
+    ``extra_info``, where :func:`verl_ext.rewards.compute_score` reads them (they win over run-wide ones).
+    """
 
     def skip_turn(report: SplitReport, field: str, reason: str, detail: str = "") -> None:
         if strict:
@@ -162,6 +167,7 @@ def make_converter(multi_turn: bool, strict: bool):
                         "turn": position,
                         "single_turn": single_turn,
                         "num_calls": len(calls),
+                        **(reward_options or {}),
                     },
                 )
             )
@@ -191,7 +197,12 @@ def run(args) -> None:
     raw = load_raw(args.local_dataset_path)
     require_columns(raw, REQUIRED_FIELDS, DATASET)
     report = SplitReport(DATASET, "source", f"{raw.source}, {'multi' if args.multi_turn else 'single'}-turn")
-    rows = convert_split(raw, make_converter(args.multi_turn, args.strict), report, args.strict)
+    reward_options = {}
+    if args.toolace_mode is not None:
+        reward_options["toolace_mode"] = args.toolace_mode
+    if args.toolace_strict_format:
+        reward_options["toolace_strict_format"] = True
+    rows = convert_split(raw, make_converter(args.multi_turn, args.strict, reward_options), report, args.strict)
     print_reports([report])
     by_conversation: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -213,6 +224,17 @@ def main(argv=None) -> int:
         type=positive_int,
         default=None,
         help="keep a seeded random subset of this many training rows",
+    )
+    parser.add_argument(
+        "--toolace_mode",
+        choices=("exact", "partial"),
+        default=None,
+        help="store this reward mode in every row's extra_info (default: the run's reward_kwargs decide)",
+    )
+    parser.add_argument(
+        "--toolace_strict_format",
+        action="store_true",
+        help="store toolace_strict_format=True in every row's extra_info (one think block, then the call)",
     )
     return run_command(run, parser, argv)
 

@@ -159,3 +159,18 @@ def test_call_syntax_rejects_with_reason(text, reason):
 )
 def test_looks_like_call_list(text, expected):
     assert looks_like_call_list(text) is expected
+
+
+def test_toolace_reward_options_stored_in_extra_info_select_the_reward(run_command, fixtures):
+    result = run_command(
+        "toolace", fixtures / "toolace", "--test_size", "1", "--toolace_mode", "partial", "--toolace_strict_format"
+    )
+    assert result.status == 0, result.err
+    row = result.rows("train")[0]
+    assert row["extra_info"]["toolace_mode"] == "partial" and row["extra_info"]["toolace_strict_format"] is True
+    truth = row["reward_model"]["ground_truth"]
+    no_think = f"<tool_call>{truth}</tool_call>"
+    assert compute_score(row["data_source"], no_think, truth, row["extra_info"])["score"] == 0.0  # strict format
+    assert compute_score(row["data_source"], no_think, truth, {})["score"] == 1.0
+    plain = run_command("toolace", fixtures / "toolace", "--test_size", "1").rows("train")[0]
+    assert "toolace_mode" not in plain["extra_info"]

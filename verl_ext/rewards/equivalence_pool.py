@@ -4,9 +4,10 @@ verl calls reward functions in a thread pool of the reward-loop worker, where si
 math-verify uses) do not work, and a Python thread cannot be stopped. So the check runs in a child
 process (:mod:`verl_ext.rewards.equivalence_worker`): the caller waits at most ``timeout_s`` for the
 answer; past that the child is killed (a replacement starts at once in the background) and the outcome is
-"timed out", scored 0. Children are started lazily, up to ``max_workers``, and reused; a caller waits for
-a free one. Starting a child (importing sympy and math-verify) takes about a second or two and is not
-counted in any check's budget: a check that finds no idle child waits for one to start.
+"timed out", scored 0. Children are reused; a caller waits for a free one. All ``max_workers`` children
+start together, in the background, on the first check, so a check arriving while one child is being
+replaced usually finds another idle. Starting a child (importing sympy and math-verify) takes one to three
+seconds and is not counted in any check's budget: a check that finds no idle child waits for one to start.
 
 Settings (environment variables, read when the first check runs; :func:`configure` overrides them):
 
@@ -163,12 +164,18 @@ class ProcessChecker:
         self._idle: list[_ChildProcess] = []
         self._spares_starting = 0
         self._closed = False
+        self._warmed_up = False
 
     def check(self, gold: str, predicted: str, timeout_s: float) -> CheckOutcome:
         if self._owner_pid != os.getpid():  # forked: the parent's children and locks are not ours
             self._reset()
         if self._fallback is not None:
             return self._fallback.check(gold, predicted, timeout_s)
+        if not self._warmed_up:  # start every child at once, in the background: a killed one then has a twin
+            with self._condition:
+                starting, self._warmed_up = not self._warmed_up, True
+            for _ in range(self.max_workers if starting else 0):
+                self._start_spare()
         with self._slots:
             try:
                 child = self._take_child()
