@@ -74,6 +74,7 @@ class _ChildProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
+            cwd=_PACKAGE_ROOT,  # not the caller's folder: a stray math.py there would shadow the standard library
             close_fds=True,
         )
         self._pending = b""
