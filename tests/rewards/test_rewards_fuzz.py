@@ -19,7 +19,7 @@ from verl_ext.rewards.reward_result import RESULT_KEYS
 
 MATH_BUDGET_S = 1.0
 BOUND_S = 8.0  # budget, plus starting a fresh child after one was killed, on a busy 2-core machine
-FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 
 FRAGMENTS = [
     "####",
