@@ -5,14 +5,14 @@ The baseline is lowered from mean_j r_j to mean_j r_j - beta:
     L = -(1/K) sum_i (A_i + beta) log pi_theta(y_i)
       = REINFORCE loss  -  (beta/K) sum_i log pi_theta(y_i)       (an imitation term on the batch)
 
-    loss[i, t] = -(A_i + beta) log pi_theta(y_i^t)
+    loss[i, t] = -(A_i + beta) Delta_it        (the gradient of -(A_i + beta) log pi_theta(y_i^t))
 
-with A_i = r_i - mean_j r_j from the ``rec`` estimator. pi_old only enters the diagnostics.
+with A_i = r_i - mean_j r_j from the ``rec`` estimator. The logged regulariser is -beta log pi_theta(y_i).
 """
 
 import torch
 
-from verl_ext.losses.terms import LossTerms, log_ratio, ratio_metrics, sequence_mean, sequence_sum, valid
+from verl_ext.losses.terms import LossTerms, prepare, ratio_metrics, sequence_mean, sequence_sum
 
 
 def asymre_loss(
@@ -23,8 +23,10 @@ def asymre_loss(
     *,
     beta: float,
 ) -> LossTerms:
-    log_prob = valid(log_prob, response_mask)
-    loss_matrix = -(valid(advantages, response_mask) + beta * response_mask.to(log_prob.dtype)) * log_prob
-    metrics = ratio_metrics(log_ratio(log_prob, old_log_prob, response_mask), response_mask)
-    metrics["regularizer"] = sequence_mean(-beta * sequence_sum(log_prob.detach(), response_mask), response_mask)
+    tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
+    loss_matrix = -(tokens.advantages + beta * tokens.mask) * tokens.delta
+    metrics = ratio_metrics(tokens, torch.exp(tokens.delta.detach()))
+    with torch.no_grad():
+        sequence_log_prob = sequence_sum(torch.where(tokens.mask, log_prob, torch.zeros((), dtype=log_prob.dtype)))
+        metrics["regularizer"] = sequence_mean(-beta * sequence_log_prob, tokens)
     return LossTerms(loss_matrix, metrics)

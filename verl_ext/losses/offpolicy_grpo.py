@@ -14,7 +14,7 @@ truncate), hence r = exp(log pi_theta - log pi_k) * r'. Advantages: verl's ``grp
 
 import torch
 
-from verl_ext.losses.terms import LossTerms, log_ratio, masked_mean, ratio_metrics, valid
+from verl_ext.losses.terms import LossTerms, prepare, ratio_metrics
 
 
 def offpolicy_grpo_loss(
@@ -27,17 +27,15 @@ def offpolicy_grpo_loss(
     epsilon_low: float,
     epsilon_high: float,
 ) -> LossTerms:
-    delta = log_ratio(log_prob, old_log_prob, response_mask)  # log pi_theta - log pi_k
-    behaviour_ratio = valid(behaviour_ratio.detach(), response_mask)  # r'
-    ratio = torch.exp(delta) * behaviour_ratio  # r
-    advantages = valid(advantages, response_mask)
-    lower = (behaviour_ratio - epsilon_low).clamp_min(0)
-    upper = behaviour_ratio + epsilon_high
-    unclipped = -advantages * ratio
-    clipped = -advantages * torch.clamp(ratio, lower, upper)
+    tokens = prepare(log_prob, old_log_prob, advantages, response_mask)  # Delta = log pi_theta - log pi_k
+    current_ratio = torch.exp(tokens.delta)
+    behaviour_ratio = torch.where(tokens.mask, behaviour_ratio.detach(), torch.zeros((), dtype=current_ratio.dtype))  # r'
+    ratio = current_ratio * behaviour_ratio  # r
+    unclipped = -tokens.advantages * ratio
+    clipped = -tokens.advantages * torch.clamp(ratio, (behaviour_ratio - epsilon_low).clamp_min(0), behaviour_ratio + epsilon_high)
     loss_matrix = torch.maximum(unclipped, clipped)
-    metrics = ratio_metrics(delta, response_mask)
+    metrics = ratio_metrics(tokens, current_ratio)
     with torch.no_grad():
-        metrics["pg_clipfrac"] = masked_mean((clipped > unclipped).to(torch.float32), response_mask)
-        metrics["behaviour_ratio_mean"] = masked_mean(behaviour_ratio, response_mask)
+        metrics["pg_clipfrac"] = (clipped > unclipped).sum() / tokens.count
+        metrics["behaviour_ratio_mean"] = behaviour_ratio.sum() / tokens.count
     return LossTerms(loss_matrix, metrics)

@@ -3,7 +3,7 @@
 With rho_it = pi_theta(y_i^t) / pi_old(y_i^t), A_i = r_i - mean_j r_j, and a mask M_it:
 
     REC-*-IS:    g = sum_t grad log pi_theta(y_i^t) * A_i * rho_it * M_it      loss[i, t] = -A_i rho_it M_it
-    REC-*-NoIS:  g = sum_t grad log pi_theta(y_i^t) * A_i * M_it               loss[i, t] = -A_i M_it log pi_theta(y_i^t)
+    REC-*-NoIS:  g = sum_t grad log pi_theta(y_i^t) * A_i * M_it               loss[i, t] = -A_i M_it Delta_it
 
 (grad rho = rho * grad log pi, and M is held constant, so each loss has exactly the gradient g.)
 
@@ -16,7 +16,7 @@ The mask names the variant (see :mod:`verl_ext.masks`):
 
 import torch
 
-from verl_ext.losses.terms import LossTerms, clip_fraction_metrics, log_ratio, ratio_metrics, valid
+from verl_ext.losses.terms import LossTerms, clip_fraction_metrics, prepare, ratio_metrics
 from verl_ext.masks import one_side_mask, ring_mask, two_side_mask
 
 CLIPPING_MASKS = ("one_side", "two_side", "ring")
@@ -53,14 +53,11 @@ def rec_loss(
     outer_epsilon_low: float | None = None,
     outer_epsilon_high: float | None = None,
 ) -> LossTerms:
-    delta = log_ratio(log_prob, old_log_prob, response_mask)
-    ratio = torch.exp(delta)
-    advantages = valid(advantages, response_mask)
-    mask = rec_mask(ratio.detach(), advantages, clipping, epsilon_low, epsilon_high, outer_epsilon_low, outer_epsilon_high)
-    if importance_sampling:
-        loss_matrix = -advantages * ratio * mask
-    else:
-        loss_matrix = -advantages * mask * valid(log_prob, response_mask)
-    metrics = ratio_metrics(delta, response_mask)
-    metrics.update(clip_fraction_metrics(mask, advantages, response_mask, split_by_sign=clipping != "two_side"))
+    tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
+    ratio = torch.exp(tokens.delta)
+    mask = rec_mask(ratio.detach(), tokens.advantages, clipping, epsilon_low, epsilon_high, outer_epsilon_low, outer_epsilon_high)
+    weight = -tokens.advantages * mask
+    loss_matrix = weight * ratio if importance_sampling else weight * tokens.delta
+    metrics = ratio_metrics(tokens, ratio)
+    metrics.update(clip_fraction_metrics(tokens, mask, split_by_sign=clipping != "two_side"))
     return LossTerms(loss_matrix, metrics)

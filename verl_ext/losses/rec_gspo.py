@@ -4,7 +4,7 @@
     M_i = 1(A_i > 0, s_i <= 1 + epsilon_high) + 1(A_i < 0, s_i >= 1 - epsilon_low)
 
     REC-GSPO-IS:    g = (1/|y_i|) sum_t grad log pi_theta(y_i^t) * A_i s_i M_i     loss[i, t] = -A_i s_i M_i
-    REC-GSPO-NoIS:  g = (1/|y_i|) sum_t grad log pi_theta(y_i^t) * A_i M_i         loss[i, t] = -A_i M_i log pi_theta(y_i^t)
+    REC-GSPO-NoIS:  g = (1/|y_i|) sum_t grad log pi_theta(y_i^t) * A_i M_i         loss[i, t] = -A_i M_i Delta_it
 
 (grad s_i = s_i (1/|y_i|) sum_t grad log pi_t.) The (1/|y_i|) and the mean over responses are the
 aggregation ``seq-mean-token-mean``, which the paper's formula implies: use
@@ -15,16 +15,7 @@ GSPO-style epsilons are tiny: (6e-4, 8e-4) in the paper.
 
 import torch
 
-from verl_ext.losses.terms import (
-    LossTerms,
-    clip_fraction_metrics,
-    log_ratio,
-    ratio_metrics,
-    response_lengths,
-    sequence_mean,
-    sequence_sum,
-    valid,
-)
+from verl_ext.losses.terms import LossTerms, clip_fraction_metrics, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
 from verl_ext.masks import one_side_mask
 
 
@@ -38,16 +29,15 @@ def rec_gspo_loss(
     epsilon_low: float,
     epsilon_high: float,
 ) -> LossTerms:
-    delta = log_ratio(log_prob, old_log_prob, response_mask)
-    sequence_ratio = torch.exp(sequence_sum(delta, response_mask) / response_lengths(response_mask))  # (batch, 1)
-    advantages = valid(advantages, response_mask)
-    sequence_advantage = sequence_sum(advantages, response_mask) / response_lengths(response_mask)
+    tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
+    lengths = response_lengths(tokens)
+    sequence_ratio = torch.exp(sequence_sum(tokens.delta) / lengths)  # s_i, (batch, 1)
+    sequence_advantage = sequence_sum(tokens.advantages) / lengths
     mask = one_side_mask(sequence_ratio.detach(), sequence_advantage, epsilon_low, epsilon_high)  # (batch, 1)
-    if importance_sampling:
-        loss_matrix = valid((-advantages * sequence_ratio * mask), response_mask)
-    else:
-        loss_matrix = -advantages * mask * valid(log_prob, response_mask)
-    metrics = ratio_metrics(delta, response_mask)
-    metrics.update(clip_fraction_metrics(mask, advantages, response_mask, split_by_sign=True))
-    metrics["sequence_ratio_mean"] = sequence_mean(sequence_ratio.detach(), response_mask)
+    weight = -tokens.advantages * mask
+    # A is 0 on padding, so -A s M is too
+    loss_matrix = weight * sequence_ratio if importance_sampling else weight * tokens.delta
+    metrics = ratio_metrics(tokens, torch.exp(tokens.delta.detach()))
+    metrics.update(clip_fraction_metrics(tokens, mask, split_by_sign=True))
+    metrics["sequence_ratio_mean"] = sequence_mean(sequence_ratio.detach(), tokens)
     return LossTerms(loss_matrix, metrics)

@@ -2,7 +2,7 @@
 
     g = sum_i w_i A_i grad log pi_theta(y_i),     w_i = exp(A_i / T)   (T = 1 in the paper)
 
-    loss[i, t] = -w_i A_i log pi_theta(y_i^t)     (w_i held constant)
+    loss[i, t] = -w_i A_i Delta_it     (w_i held constant; the gradient of -w_i A_i log pi_theta(y_i^t))
 
 Up-weighting high-reward responses equals pairwise-weighted REINFORCE (eq. 9) plus a regulariser
 toward them. A_i / T is clamped to [-50, 50] so that w stays finite for tiny T.
@@ -10,7 +10,7 @@ toward them. A_i / T is clamped to [-50, 50] so that w stays finite for tiny T.
 
 import torch
 
-from verl_ext.losses.terms import LossTerms, log_ratio, ratio_metrics, sequence_max, sequence_mean, sequence_values, valid
+from verl_ext.losses.terms import LossTerms, prepare, ratio_metrics, response_lengths, sequence_max, sequence_mean, sequence_sum
 
 MAX_EXPONENT = 50.0
 
@@ -23,11 +23,11 @@ def red_weight_loss(
     *,
     temperature: float,
 ) -> LossTerms:
-    advantages = valid(advantages, response_mask)
-    weights = torch.exp((advantages / temperature).clamp(-MAX_EXPONENT, MAX_EXPONENT)).detach()
-    loss_matrix = -weights * advantages * valid(log_prob, response_mask)
-    metrics = ratio_metrics(log_ratio(log_prob, old_log_prob, response_mask), response_mask)
-    sequence_weights = torch.exp((sequence_values(advantages, response_mask) / temperature).clamp(-MAX_EXPONENT, MAX_EXPONENT))
-    metrics["red_weight_mean"] = sequence_mean(sequence_weights, response_mask)
-    metrics["red_weight_max"] = sequence_max(sequence_weights, response_mask)
+    tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
+    sequence_advantage = sequence_sum(tokens.advantages) / response_lengths(tokens)  # A_i, (batch, 1)
+    weights = torch.exp((sequence_advantage / temperature).clamp(-MAX_EXPONENT, MAX_EXPONENT))  # w_i, (batch, 1)
+    loss_matrix = -(weights * tokens.advantages) * tokens.delta
+    metrics = ratio_metrics(tokens, torch.exp(tokens.delta.detach()))
+    metrics["red_weight_mean"] = sequence_mean(weights, tokens)
+    metrics["red_weight_max"] = sequence_max(weights, tokens)
     return LossTerms(loss_matrix, metrics)

@@ -2,7 +2,7 @@
 
     g = sum_t grad log pi_theta(y_i^t | x, y_i^<t) * A_i,        A_i = r_i - mean_j r_j   (estimator "rec")
 
-    loss[i, t] = -A_i * log pi_theta(y_i^t)
+    loss[i, t] = -A_i * Delta_it        (the gradient of -A_i log pi_theta(y_i^t))
 
 The paper's point: this update has an off-policy interpretation, but without a bound on the update it
 can converge to a sub-optimal policy on stale data (Section 3's 3-arm bandit). pi_old only enters the
@@ -11,11 +11,12 @@ diagnostics (ratio, ppo_kl), which show how stale the batch is.
 
 import torch
 
-from verl_ext.losses.terms import LossTerms, log_ratio, ratio_metrics, valid
+from verl_ext.losses.terms import LossTerms, prepare, ratio_metrics
 
 
 def reinforce_loss(
     log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor
 ) -> LossTerms:
-    loss_matrix = -valid(advantages, response_mask) * valid(log_prob, response_mask)
-    return LossTerms(loss_matrix, ratio_metrics(log_ratio(log_prob, old_log_prob, response_mask), response_mask))
+    tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
+    loss_matrix = -tokens.advantages * tokens.delta
+    return LossTerms(loss_matrix, ratio_metrics(tokens, torch.exp(tokens.delta.detach())))

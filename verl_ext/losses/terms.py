@@ -1,13 +1,37 @@
-"""What every verl-ext loss shares: the per-token loss matrix it returns, and its diagnostics.
+"""What every verl-ext loss shares: its sanitised inputs, the per-token loss matrix it returns, and
+its diagnostics.
 
 Tensors are (batch, response_length), one row per response; ``response_mask`` is 1 on response tokens
-and 0 on padding. Padding positions may hold any value (even inf), so every function here first sets
-them to 0: a masked token can never turn the loss or its gradient into NaN.
+and 0 on padding. Padding positions may hold any value (even inf or NaN), so :func:`prepare` first sets
+them to 0: a masked token never turns the loss or its gradient into NaN. Losses are written with
+Delta = log pi_theta - log pi_old in place of log pi_theta where only the gradient matters: the two
+have the same gradient (pi_old is a constant), and the loss then reads 0 when pi_theta = pi_old.
 """
 
 from dataclasses import dataclass, field
 
 import torch
+
+
+@dataclass
+class Tokens:
+    """A batch of responses, 0 on padding."""
+
+    mask: torch.Tensor  # bool, response tokens
+    delta: torch.Tensor  # Delta_it = log pi_theta - log pi_old (differentiable through log pi_theta)
+    advantages: torch.Tensor  # A_i on each token of response i
+    count: torch.Tensor  # number of response tokens (at least 1)
+
+
+def prepare(log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor) -> Tokens:
+    mask = response_mask.bool()
+    zero = torch.zeros((), dtype=log_prob.dtype)
+    return Tokens(
+        mask=mask,
+        delta=torch.where(mask, log_prob - old_log_prob, zero),
+        advantages=torch.where(mask, advantages, zero),
+        count=mask.sum().clamp_min(1),
+    )
 
 
 @dataclass
@@ -23,50 +47,26 @@ class LossTerms:
     metrics: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
-def valid(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """``values`` on response tokens, 0 on padding."""
-    return torch.where(response_mask.bool(), values, torch.zeros_like(values))
-
-
-def masked_mean(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    mask = response_mask.to(values.dtype)
-    return (valid(values, response_mask) * mask).sum() / mask.sum().clamp_min(1)
-
-
-def response_lengths(response_mask: torch.Tensor) -> torch.Tensor:
+def response_lengths(tokens: Tokens) -> torch.Tensor:
     """|y_i| as a (batch, 1) float tensor, at least 1 so that empty rows stay finite."""
-    return response_mask.sum(dim=-1, keepdim=True).to(torch.float32).clamp_min(1)
+    return tokens.mask.sum(dim=-1, keepdim=True).to(tokens.delta.dtype).clamp_min(1)
 
 
-def sequence_sum(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """sum_t values[i, t] over response tokens, as a (batch, 1) tensor."""
-    return valid(values, response_mask).sum(dim=-1, keepdim=True)
-
-
-def log_ratio(log_prob: torch.Tensor, old_log_prob: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """Delta_it = log pi_theta(y_i^t) - log pi_old(y_i^t) on response tokens, 0 on padding."""
-    return valid(log_prob, response_mask) - valid(old_log_prob, response_mask)
-
-
-def ratio_metrics(delta: torch.Tensor, response_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+def ratio_metrics(tokens: Tokens, ratio: torch.Tensor) -> dict[str, torch.Tensor]:
     """``ppo_kl`` = mean(-Delta) (verl's estimate of KL(pi_old || pi_theta)), and the ratio's mean and max.
 
-    The max is per micro-batch; verl averages metrics over micro-batches.
+    ``ratio`` is exp(Delta) (1 on padding). The max is per micro-batch; verl averages metrics over them.
     """
     with torch.no_grad():
-        ratio = torch.exp(delta)
-        mask = response_mask.bool()
-        ratio_max = torch.where(mask, ratio, torch.zeros_like(ratio)).max() if mask.any() else ratio.new_zeros(())
+        valid_ratio = ratio * tokens.mask
         return {
-            "ppo_kl": masked_mean(-delta, response_mask),
-            "ratio_mean": masked_mean(ratio, response_mask),
-            "ratio_max": ratio_max,
+            "ppo_kl": -tokens.delta.sum() / tokens.count,
+            "ratio_mean": valid_ratio.sum() / tokens.count,
+            "ratio_max": valid_ratio.max() if valid_ratio.numel() else ratio.new_zeros(()),
         }
 
 
-def clip_fraction_metrics(
-    mask: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor, split_by_sign: bool
-) -> dict[str, torch.Tensor]:
+def clip_fraction_metrics(tokens: Tokens, mask: torch.Tensor, split_by_sign: bool) -> dict[str, torch.Tensor]:
     """Fraction of response tokens whose gradient the mask removed (tokens with A = 0 carry none anyway).
 
     ``pg_clipfrac`` counts every masked-out token with A != 0; with ``split_by_sign`` the parts with
@@ -74,33 +74,27 @@ def clip_fraction_metrics(
     to ``pg_clipfrac``. Token-level masks and sequence masks (shape (batch, 1)) both work.
     """
     with torch.no_grad():
-        removed = (mask.expand_as(advantages) == 0).to(torch.float32)
-        metrics = {"pg_clipfrac": masked_mean(removed * (advantages != 0), response_mask)}
+        removed = mask == 0  # broadcasts a (batch, 1) sequence mask over the tokens
+        positive = (removed & (tokens.advantages > 0)).sum() / tokens.count
+        negative = (removed & (tokens.advantages < 0)).sum() / tokens.count
+        metrics = {"pg_clipfrac": positive + negative}
         if split_by_sign:
-            metrics["pg_clipfrac_positive"] = masked_mean(removed * (advantages > 0), response_mask)
-            metrics["pg_clipfrac_negative"] = masked_mean(removed * (advantages < 0), response_mask)
+            metrics["pg_clipfrac_positive"] = positive
+            metrics["pg_clipfrac_negative"] = negative
         return metrics
 
 
-def sequence_values(token_values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """A per-response quantity stored on every token (such as A_i) as a (batch, 1) tensor."""
-    return sequence_sum(token_values, response_mask) / response_lengths(response_mask)
+def sequence_sum(values: torch.Tensor) -> torch.Tensor:
+    """sum_t values[i, t] (values already 0 on padding), as a (batch, 1) tensor."""
+    return values.sum(dim=-1, keepdim=True)
 
 
-def nonempty_rows(response_mask: torch.Tensor) -> torch.Tensor:
-    return response_mask.sum(dim=-1) > 0
-
-
-def sequence_mean(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+def sequence_mean(values: torch.Tensor, tokens: Tokens) -> torch.Tensor:
     """Mean over responses with at least one token of a (batch, 1) per-response quantity."""
-    rows = nonempty_rows(response_mask)
-    if not rows.any():
-        return values.new_zeros(())
-    return values.squeeze(-1)[rows].mean()
+    rows = tokens.mask.any(dim=-1)
+    return values.squeeze(-1)[rows].mean() if rows.any() else values.new_zeros(())
 
 
-def sequence_max(values: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    rows = nonempty_rows(response_mask)
-    if not rows.any():
-        return values.new_zeros(())
-    return values.squeeze(-1)[rows].max()
+def sequence_max(values: torch.Tensor, tokens: Tokens) -> torch.Tensor:
+    rows = tokens.mask.any(dim=-1)
+    return values.squeeze(-1)[rows].max() if rows.any() else values.new_zeros(())
