@@ -377,6 +377,52 @@ def preflight(name: str, argv: Sequence[str]) -> PreflightResult:
     return PreflightResult(name=name, ok=True, settings=settings, lines=lines, warnings=warnings)
 
 
+@contextlib.contextmanager
+def memoised_config_files():
+    """Within the block, Hydra parses each YAML file of the config tree once (a deep copy per use).
+
+    Hydra re-reads and re-parses every file of verl's config tree (about 30) on each compose, which is most of
+    a dry run's time; in a batch of runs the files do not change. Uses Hydra's (private) config repository;
+    where that is missing, composes without the memo.
+    """
+    import copy
+
+    try:
+        from hydra._internal.config_repository import ConfigRepository
+    except ImportError:
+        yield
+        return
+    original = getattr(ConfigRepository, "load_config", None)
+    if original is None:
+        yield
+        return
+    parsed: dict = {}
+
+    def load_config(self, config_path):
+        key = (tuple(str(getattr(source, "path", source)) for source in self.sources), config_path)
+        if key not in parsed:
+            parsed[key] = original(self, config_path)
+        return copy.deepcopy(parsed[key])
+
+    ConfigRepository.load_config = load_config
+    try:
+        yield
+    finally:
+        ConfigRepository.load_config = original
+
+
+def preflight_many(runs: Sequence[tuple[str, Sequence[str]]], report=None) -> list[PreflightResult]:
+    """:func:`preflight` for each (name, argv), YAML files parsed once; ``report(result)`` after each run."""
+    results = []
+    with memoised_config_files():
+        for name, argv in runs:
+            result = preflight(name, argv)
+            results.append(result)
+            if report is not None:
+                report(result)
+    return results
+
+
 def read_queue(path: Path) -> list[tuple[str, list[str]]]:
     """The runs queued by run_scripts/lib/common.sh: one JSON object per line with ``name`` and ``argv``."""
     runs = []
@@ -429,11 +475,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         runs = [(args.name, main_ppo_argv)]
     else:
         parser.error("nothing to check: pass --queue FILE or main_ppo's arguments after --")
-    results = []
-    for name, run_argv in runs:
-        result = preflight(name, run_argv)
-        results.append(result)
-        print(format_result(result), flush=True)
+    results = preflight_many(runs, report=lambda result: print(format_result(result), flush=True))
     failed = [result.name for result in results if not result.ok]
     print(f"\npreflight: {len(results) - len(failed)} of {len(results)} run configuration(s) passed"
           + (f"; failed: {', '.join(failed)}" if failed else ""))

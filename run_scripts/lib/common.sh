@@ -104,43 +104,40 @@ verl_ext_build_cell() {
   )
 }
 
-# verl_ext_merge OVERRIDES...: prints the overrides one per line, a key set again later replacing the earlier
-# entry (last one wins, as in verl_ext.cpu.profile.merge_overrides); a "+key" stays "+key" when replaced.
+# verl_ext_merge OVERRIDES...: fills VERL_EXT_MERGED with the overrides, a key set again later replacing the
+# earlier entry (last one wins, as in verl_ext.cpu.profile.merge_overrides); a "+key" stays "+key" when replaced.
 verl_ext_merge() {
-  local i j key later_key keep plus entry
-  local all=("$@")
-  for ((i = 0; i < ${#all[@]}; i++)); do
-    entry="${all[$i]}"
+  local all=("$@") keys=() key i count="$#" later earlier entry
+  for entry in "$@"; do
     key="${entry%%=*}"
-    key="${key#"${key%%[!+~]*}"}"
-    keep=1
-    plus=""
-    for ((j = 0; j < ${#all[@]}; j++)); do
-      later_key="${all[$j]%%=*}"
-      [ "${later_key#"${later_key%%[!+~]*}"}" = "$key" ] || continue
-      if [ "$j" -gt "$i" ]; then
-        keep=0
-        break
-      fi
-      case "${all[$j]}" in +*) plus="+" ;; esac
-    done
-    [ "$keep" = 1 ] || continue
+    keys+=("${key#"${key%%[!+~]*}"}")
+  done
+  VERL_EXT_MERGED=()
+  for ((i = 0; i < count; i++)); do
+    key="${keys[$i]}"
+    later=" ${keys[*]:$((i + 1))} "
+    case "$later" in *" $key "*) continue ;; esac
+    entry="${all[$i]}"
     case "$entry" in
       +*|~*) ;;
-      *) entry="$plus$entry" ;;
+      *)
+        earlier=" ${all[*]:0:$i}"
+        case "$earlier" in *" +$key="*) entry="+$entry" ;; esac
+        ;;
     esac
-    printf '%s\n' "$entry"
+    VERL_EXT_MERGED+=("$entry")
   done
 }
 
+# verl_ext_json_string TEXT: sets VERL_EXT_JSON to TEXT as a JSON string (no subshell: this runs per override).
 verl_ext_json_string() {
   local text="$1"
   case "$text" in
-    *$'\n'*|*$'\t'*|*$'\r'*) verl_ext_die "an override contains a newline or tab: '$text'" ;;
+    *$'\n'*|*$'\t'*|*$'\r'*) verl_ext_die "a value contains a newline or tab: '$text'" ;;
   esac
   text="${text//\\/\\\\}"
   text="${text//\"/\\\"}"
-  printf '"%s"' "$text"
+  VERL_EXT_JSON="\"$text\""
 }
 
 # The CPU profile (run_scripts/cpu, verl_ext/cpu/profile.py): env vars and VERL_EXT_CPU_OVERRIDES, loaded once.
@@ -177,11 +174,8 @@ verl_ext_final_overrides() {
   all+=("trainer.default_local_dir=$checkpoints"
     # verl's file logger writes every step's metrics here (read by verl-ext plot); passed to every Ray worker
     "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH=$VERL_EXT_METRICS_FILE")
-  VERL_EXT_FINAL=()
-  local line
-  while IFS= read -r line; do
-    VERL_EXT_FINAL+=("$line")
-  done < <(verl_ext_merge "${all[@]}")
+  verl_ext_merge "${all[@]}"
+  VERL_EXT_FINAL=("${VERL_EXT_MERGED[@]}")
 }
 
 verl_ext_main_ppo_args() {
@@ -190,17 +184,16 @@ verl_ext_main_ppo_args() {
 
 # One queued dry-run record: {"name": ..., "argv": [...]} (read by python -m verl_ext.preflight --queue).
 verl_ext_queue_record() {
-  local queue="$1" name="$2" first=1 arg
+  local queue="$1" record arg separator=""
+  verl_ext_json_string "$2"
+  record="{\"name\": $VERL_EXT_JSON, \"argv\": ["
   shift 2
-  {
-    printf '{"name": %s, "argv": [' "$(verl_ext_json_string "$name")"
-    for arg in "$@"; do
-      [ "$first" = 1 ] || printf ', '
-      first=0
-      verl_ext_json_string "$arg"
-    done
-    printf ']}\n'
-  } >> "$queue"
+  for arg in "$@"; do
+    verl_ext_json_string "$arg"
+    record="$record$separator$VERL_EXT_JSON"
+    separator=", "
+  done
+  printf '%s]}\n' "$record" >> "$queue"
 }
 
 verl_ext_count_gpus() {
@@ -254,12 +247,16 @@ verl_ext_prepare_data() {
 # The run's description next to its metrics, read by verl-ext plot (curve label and panel row).
 verl_ext_write_run_description() {
   mkdir -p "$VERL_EXT_METRICS_DIR"
-  {
-    printf '{"run": %s, "group": %s, ' "$(verl_ext_json_string "$VERL_EXT_RUN_LABEL")" "$(verl_ext_json_string "$VERL_EXT_RUN_SETTING")"
-    printf '"profile": %s, "algorithm": %s, ' "$(verl_ext_json_string "$VERL_EXT_RUN_PROFILE")" "$(verl_ext_json_string "$VERL_EXT_RUN_ALGORITHM")"
-    printf '"setting": %s, "learning_rate": %s, ' "$(verl_ext_json_string "$VERL_EXT_RUN_SETTING")" "$(verl_ext_json_string "$VERL_EXT_RUN_LEARNING_RATE")"
-    printf '"cpu_smoke": %s}\n' "$([ "$VERL_EXT_CPU_SMOKE" = 1 ] && echo true || echo false)"
-  } > "$VERL_EXT_METRICS_DIR/$VERL_EXT_RUN_EXPERIMENT.run.json"
+  local record="{" field value separator=""
+  for field in run:VERL_EXT_RUN_LABEL group:VERL_EXT_RUN_SETTING profile:VERL_EXT_RUN_PROFILE \
+    algorithm:VERL_EXT_RUN_ALGORITHM setting:VERL_EXT_RUN_SETTING learning_rate:VERL_EXT_RUN_LEARNING_RATE; do
+    eval "value=\${${field#*:}}"
+    verl_ext_json_string "$value"
+    record="$record$separator\"${field%%:*}\": $VERL_EXT_JSON"
+    separator=", "
+  done
+  printf '%s, "cpu_smoke": %s}\n' "$record" "$([ "$VERL_EXT_CPU_SMOKE" = 1 ] && echo true || echo false)" \
+    > "$VERL_EXT_METRICS_DIR/$VERL_EXT_RUN_EXPERIMENT.run.json"
   # verl's file logger truncates its file: keep an earlier run's (or a resumed run's first part's) metrics
   if [ -s "$VERL_EXT_METRICS_FILE" ]; then
     local part=1

@@ -180,7 +180,7 @@ verl_ext_algorithm() {
     verl_ext_die "algorithm '$spec': '$name' has no clipping range (@EPS_LOW_EPS_HIGH applies to grpo, rec_*, offpolicy_grpo)"
   fi
   ALGORITHM_LABEL="$name"
-  [ -n "$epsilons" ] && ALGORITHM_LABEL="$name-eps$low-$high"
+  [ -n "$epsilons" ] && ALGORITHM_LABEL="$name-eps${low}_$high"
   VERL_EXT_CELL+=(
     "algorithm.adv_estimator=$estimator"
     "actor_rollout_ref.actor.policy_loss.loss_mode=$loss"

@@ -1,0 +1,180 @@
+"""Every run script's every run, dry-run: the config composed with verl's Hydra config, verl's validate_config
+and verl-ext's checks pass, and the values that reach verl's config are the papers' (Tables 1-2), the
+algorithm's and the setting's. All runs are checked in this process (one verl import), as
+``python -m verl_ext.preflight --queue`` does."""
+
+import json
+
+import pytest
+
+from tests.run_scripts.scripts import FIGURE_GRIDS, queued_runs, run_script, script_environment
+from verl_ext import preflight
+
+# Table 1 of arXiv 2509.24203, per project: model, lr, batch, K, weight decay, warmup, evaluation (temperature, top-p)
+TABLE_1 = {
+    "gsm8k": ("Qwen/Qwen2.5-1.5B-Instruct", 1e-6, 96, 8, 0.01, 0, (1.0, 1.0)),
+    "toolace": ("meta-llama/Llama-3.2-3B-Instruct", 1e-6, 96, 8, 0.01, 0, None),
+    "guru-figure5": ("Qwen/Qwen2.5-7B-Instruct", 1e-6, 64, 16, 0.1, 80, None),
+    "guru-figure12": ("Qwen/Qwen3-30B-A3B", 2e-6, 72, 16, 0.1, 80, None),
+    "math": ("meta-llama/Llama-3.1-8B-Instruct", 5e-7, 64, 16, 0.1, 40, (0.6, 1.0)),
+}
+
+# algorithm -> (estimator, loss, bypass_mode)
+ALGORITHMS = {
+    "reinforce": ("rec", "rec_reinforce", True),
+    "grpo": ("grpo", "rec_oneside_is", True),
+    "opmd": ("rec", "opmd", True),
+    "asymre": ("rec", "asymre", True),
+    "red_drop": ("red_drop", "rec_reinforce", True),
+    "red_weight": ("rec", "red_weight", True),
+    "offpolicy_grpo": ("grpo", "offpolicy_grpo", False),
+}
+for _loss in ("rec_oneside_is", "rec_oneside_nois", "rec_twoside_is", "rec_twoside_nois", "rec_ring_nois", "rec_gspo_is", "rec_gspo_nois"):
+    ALGORITHMS[_loss] = ("rec", _loss, True)
+
+SETTINGS = {  # setting -> (sync_interval, sync_offset, offline)
+    "on_policy": (1, 0, False),
+    "sync_interval_20": (20, 0, False),
+    "sync_interval_10": (10, 0, False),
+    "sync_interval_8": (8, 0, False),
+    "sync_offset_10": (1, 10, False),
+    "offline": (1, 0, True),
+}
+
+
+def table_1_row(project):
+    return next(row for prefix, row in TABLE_1.items() if project.startswith(prefix))
+
+
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory):
+    """{script: [(project, experiment, PreflightResult)]} for every run of every figure script."""
+    tmp_path = tmp_path_factory.mktemp("dry_runs")
+    runs = {script: queued_runs(script, tmp_path) for script in FIGURE_GRIDS}
+    checked = iter(preflight.preflight_many([run for script_runs in runs.values() for run in script_runs]))
+    return {
+        script: [(*name.split("/", 1), next(checked)) for name, _ in script_runs] for script, script_runs in runs.items()
+    }
+
+
+def test_every_run_of_every_script_passes_the_dry_run(dry_runs):
+    failed = {result.name: result.error for runs in dry_runs.values() for _, _, result in runs if not result.ok}
+    assert not failed, "\n".join(f"{name}: {error}" for name, error in failed.items())
+    assert not [result.warnings for runs in dry_runs.values() for _, _, result in runs if result.warnings]
+
+
+@pytest.mark.parametrize("script", sorted(FIGURE_GRIDS))
+def test_each_script_runs_its_figure_grid(dry_runs, script):
+    project, grid = FIGURE_GRIDS[script]
+    runs = dry_runs[script]
+    assert {p for p, _, _ in runs} == {project}
+    assert sorted(experiment for _, experiment, _ in runs) == sorted(f"{label}-{setting}" for label, setting in grid)
+
+
+def test_papers_hyperparameters_reach_verls_config(dry_runs):
+    for script, runs in dry_runs.items():
+        for project, experiment, result in runs:
+            s = result.settings
+            model, lr, batch, group, weight_decay, warmup, evaluation = table_1_row(project)
+            if "-lr" in experiment:  # Figure 9's learning-rate sweep
+                lr = float(experiment.split("-lr", 1)[1].rsplit("-sync_", 1)[0])
+            if script == "gsm8k/offpolicy_grpo.sh":
+                group = 16  # arXiv 2505.22257's group size
+            assert s["actor_rollout_ref.model.path"] == model, result.name
+            assert s["actor_rollout_ref.actor.optim.lr"] == pytest.approx(lr), result.name
+            assert (s["data.train_batch_size"], s["actor_rollout_ref.rollout.n"]) == (batch, group), result.name
+            assert s["actor_rollout_ref.actor.optim.weight_decay"] == weight_decay, result.name
+            assert s["actor_rollout_ref.actor.optim.lr_warmup_steps"] == warmup, result.name
+            # Table 2 and the one-gradient-step protocol
+            assert s["actor_rollout_ref.actor.optim.optimizer"] == "AdamW"
+            assert list(s["actor_rollout_ref.actor.optim.betas"]) == [0.9, 0.999]
+            assert s["actor_rollout_ref.actor.optim.clip_grad"] == 1.0
+            assert s["actor_rollout_ref.actor.optim.lr_scheduler_type"] == "constant"
+            assert (s["actor_rollout_ref.rollout.temperature"], s["actor_rollout_ref.rollout.top_p"]) == (1.0, 1.0)
+            assert s["gradient_steps_per_batch"] == 1
+            assert s["actor_rollout_ref.actor.kl_loss_coef"] == 0 and s["actor_rollout_ref.actor.entropy_coeff"] == 0
+            assert s["actor_rollout_ref.actor.use_kl_loss"] is True  # measured (KL to the initial policy), not optimised
+            assert s["algorithm.use_kl_in_reward"] is False
+            if evaluation is None:
+                assert (s["trainer.val_before_train"], s["trainer.test_freq"]) == (False, -1), result.name
+            else:
+                assert s["trainer.val_before_train"] is True and s["trainer.test_freq"] > 0
+                assert (s["actor_rollout_ref.rollout.val_kwargs.temperature"], s["actor_rollout_ref.rollout.val_kwargs.top_p"]) == evaluation
+            assert s["reward.custom_reward_function.path"] == "pkg://verl_ext.rewards"
+            assert "file" in s["trainer.logger"]
+            assert (s["trainer.project_name"], s["trainer.experiment_name"]) == (project, experiment)
+
+
+def test_algorithms_and_settings_reach_verls_config(dry_runs):
+    for script, runs in dry_runs.items():
+        _, grid = FIGURE_GRIDS[script]
+        for project, experiment, result in runs:
+            label, setting = next((label, setting) for label, setting in grid if f"{label}-{setting}" == experiment)
+            s = result.settings
+            name = label.split("-", 1)[0]
+            estimator, loss, bypass = ALGORITHMS[name]
+            assert s["algorithm.adv_estimator"] == estimator, result.name
+            assert s["actor_rollout_ref.actor.policy_loss.loss_mode"] == loss, result.name
+            assert s["algorithm.rollout_correction.bypass_mode"] is bypass, result.name
+            epsilons = (0.2, 0.2)
+            if "-eps" in label:
+                low, high = label.split("-eps", 1)[1].split("-lr")[0].split("_")
+                epsilons = (float(low), float(high))
+            clip = (s["actor_rollout_ref.actor.clip_ratio_low"], s["actor_rollout_ref.actor.clip_ratio_high"])
+            assert clip == pytest.approx(epsilons), result.name
+            if name.startswith("rec_ring"):
+                assert (s["actor_rollout_ref.actor.policy_loss.outer_clip_ratio_low"], s["actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high"]) == (0.6, 2.0)
+            if name.startswith("rec_gspo"):
+                assert s["actor_rollout_ref.actor.loss_agg_mode"] == "seq-mean-token-mean"
+            if name in ("opmd", "asymre"):
+                assert s["actor_rollout_ref.actor.policy_loss.reg_coef"] == 0.1
+            if name == "offpolicy_grpo":
+                assert s["algorithm.rollout_correction.rollout_is"] == "token"
+                assert s["algorithm.rollout_correction.rollout_is_threshold"] == pytest.approx(1e6)
+            staleness = (
+                s["trainer.v1.delayed_sync.sync_interval"],
+                s["trainer.v1.delayed_sync.sync_offset"],
+                s["trainer.v1.delayed_sync.offline"],
+            )
+            assert s["trainer.v1.trainer_mode"] == "delayed_sync"
+            assert staleness == SETTINGS[setting], result.name
+
+
+def test_a_bad_override_fails_the_dry_run_naming_the_key(tmp_path):
+    (name, argv), = queued_runs("run.sh", tmp_path, "gsm8k", "rec_ring_nois", "sync_offset_10",
+                                "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high=0.1")
+    result = preflight.preflight(name, argv)
+    assert not result.ok
+    assert "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high=0.1" in result.error
+    (name, argv), = queued_runs("run.sh", tmp_path, "gsm8k", "grpo", "data.train_batch_size=95")
+    result = preflight.preflight(name, argv)
+    assert not result.ok and "data.train_batch_size=95" in result.error and "ppo_mini_batch_size=96" in result.error
+    queue = tmp_path / "queue.jsonl"
+    queue.write_text(json.dumps({"name": "bad", "argv": argv}) + "\n")
+    assert preflight.main(["--queue", str(queue)]) == 1
+
+
+def test_dry_run_from_the_shell_prints_the_settings_and_exits_0(tmp_path):
+    """The real path: a figure script with VERL_EXT_DRY_RUN=1 runs python -m verl_ext.preflight once for its grid."""
+    result = run_script("guru/figure5_red_weight.sh", env=script_environment(tmp_path, VERL_EXT_DRY_RUN="1"), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "preflight: 2 of 2 run configuration(s) passed" in out
+    assert "== guru-figure5/red_weight-on_policy ==" in out and "== guru-figure5/grpo-on_policy ==" in out
+    for line in ("estimator     grpo", "loss          red_weight", "staleness     delayed_sync sync_interval=1 sync_offset=0",
+                 "64 prompts x K=16 responses", "lr=1e-06", "model         Qwen/Qwen2.5-7B-Instruct"):
+        assert line in out, line
+    assert "ray init" not in out  # nothing started
+
+
+def test_memoised_composition_equals_hydras(tmp_path):
+    from omegaconf import OmegaConf
+
+    (name, argv), = queued_runs("run.sh", tmp_path, "math", "red_weight", "mixed")
+    arguments = preflight.parse_main_ppo_argv(argv)
+    plain = OmegaConf.to_container(preflight.compose(arguments), resolve=True)
+    with preflight.memoised_config_files():
+        preflight.compose(arguments)  # fills the memo
+        memoised = OmegaConf.to_container(preflight.compose(arguments), resolve=True)
+    assert memoised == plain
+    assert memoised["trainer"]["v1"]["delayed_sync"]["sync_interval"] == 16  # "mixed"
