@@ -1,9 +1,8 @@
-"""The two places where verl 0.9.1 leaves no extension point for a CPU run, and the minimal patch for each.
+"""The places where verl 0.9.1 leaves no extension point for a CPU run, and the minimal patch for each.
 
-Both patches change a torch object, not a verl file; both are installed only when the CPU platform is
-selected (``VERL_PLATFORM=cpu``, see :func:`verl_ext.cpu.registration.register_cpu_backend`) and both are
-guarded by tests (``tests/cpu/test_patches.py``) that fail when a verl or torch upgrade makes them wrong
-or unnecessary.
+No verl file is edited. The patches are installed only when the CPU platform is selected
+(``VERL_PLATFORM=cpu``, see :func:`verl_ext.cpu.registration.register_cpu_backend`), and each is guarded by
+tests (``tests/cpu/test_patches.py``) that fail when a verl or torch upgrade makes it wrong or unnecessary.
 
 1. ``duplicate_gloo_backend`` -- ``verl/utils/distributed.py`` (``initialize_global_process_group_ray``)
    builds the backend string ``f"cpu:gloo,{device}:{backend}"``, which on the CPU platform is
@@ -14,11 +13,23 @@ or unnecessary.
    always builds ``CPUOffloadPolicy(pin_memory=True)`` for a forward-only FSDP2 engine (the reference
    policy); pinning host memory needs an NVIDIA driver. Patch: ``CPUOffloadPolicy`` never pins
    (on a CPU the parameters already live in host memory; there is nothing to pin for).
+
+3. ``replay_buffer_poll_interval`` -- ``verl/trainer/ppo/v1/trainer_base.py`` (``_build_replay_buffer``)
+   constructs ``ReplayBuffer`` without ``poll_interval``, so the trainer checks for finished rollouts
+   every 2 s (the constructor default), with no config key to change it. On a GPU a rollout batch takes
+   longer than that; on the tiny CPU model it takes ~0.1 s, and the fixed sleep made 80% of every step.
+   Patch: the default becomes :data:`CPU_REPLAY_POLL_INTERVAL` seconds (an explicit argument still
+   wins). Performance only: what is sampled, and when, is unchanged. verl's replay-buffer module takes
+   ~5 s to import, so the patch is applied when verl imports it, not before (:func:`when_imported`).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.util
+import inspect
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -83,6 +94,83 @@ def _install_unpinned_cpu_offload() -> Callable[[], None]:
     return remove
 
 
+CPU_REPLAY_POLL_INTERVAL = 0.05
+REPLAY_BUFFER_MODULE = "verl.trainer.ppo.v1.replay_buffer"
+
+
+class _PostImportFinder(importlib.abc.MetaPathFinder):
+    """Runs ``callback(module)`` right after ``module_name`` is first executed (any import path)."""
+
+    def __init__(self, module_name: str, callback: Callable[[Any], None]):
+        self.module_name = module_name
+        self.callback = callback
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.module_name:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        loader, callback = spec.loader, self.callback
+
+        class PatchingLoader(importlib.abc.Loader):
+            def create_module(self, spec):
+                return loader.create_module(spec)
+
+            def exec_module(self, module):
+                loader.exec_module(module)
+                callback(module)
+
+        spec.loader = PatchingLoader()
+        return spec
+
+
+def when_imported(module_name: str, callback: Callable[[Any], None]) -> Callable[[], None]:
+    """Call ``callback(module)`` now if ``module_name`` is imported, else as soon as it is; returns an undo."""
+    if module_name in sys.modules:
+        callback(sys.modules[module_name])
+        return lambda: None
+    finder = _PostImportFinder(module_name, callback)
+    sys.meta_path.insert(0, finder)
+
+    def remove() -> None:
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+
+    return remove
+
+
+def _install_replay_buffer_poll_interval() -> Callable[[], None]:
+    state: dict[str, Any] = {}
+
+    def patch(module: Any) -> None:
+        replay_buffer = module.ReplayBuffer
+        original = replay_buffer.__init__
+        parameter = inspect.signature(original).parameters.get("poll_interval")
+        if parameter is None:
+            raise RuntimeError(f"{REPLAY_BUFFER_MODULE}.ReplayBuffer.__init__ has no poll_interval: remove this patch")
+
+        @functools.wraps(original)
+        def __init__(self, *args: Any, poll_interval: float = CPU_REPLAY_POLL_INTERVAL, **kwargs: Any) -> None:  # noqa: N807
+            original(self, *args, poll_interval=poll_interval, **kwargs)
+
+        __init__.__verl_ext_patch__ = "replay_buffer_poll_interval"
+        replay_buffer.__init__ = __init__
+        state["restore"] = lambda: setattr(replay_buffer, "__init__", original)
+
+    stop_waiting = when_imported(REPLAY_BUFFER_MODULE, patch)
+
+    def remove() -> None:
+        stop_waiting()
+        state.pop("restore", lambda: None)()
+
+    return remove
+
+
 PATCHES = (
     Patch(
         name="duplicate_gloo_backend",
@@ -95,6 +183,12 @@ PATCHES = (
         verl_location="verl/workers/engine/fsdp/transformer_impl.py: _build_fsdp_module",
         reason="CPUOffloadPolicy(pin_memory=True) for the forward-only (reference) engine needs an NVIDIA driver",
         install=_install_unpinned_cpu_offload,
+    ),
+    Patch(
+        name="replay_buffer_poll_interval",
+        verl_location="verl/trainer/ppo/v1/trainer_base.py: _build_replay_buffer",
+        reason="the trainer polls for finished rollouts every 2 s, with no config key; a CPU rollout takes ~0.1 s",
+        install=_install_replay_buffer_poll_interval,
     ),
 )
 

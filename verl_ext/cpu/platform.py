@@ -76,14 +76,13 @@ def _build_cpu_device_module() -> types.ModuleType:
 cpu_device_module = _build_cpu_device_module()
 
 
-def _platform_base() -> type:
-    from verl.plugin.platform import PlatformBase
+class CPUPlatformMethods:
+    """The CPU platform's answers; :func:`cpu_platform_class` combines them with verl's ``PlatformBase``.
 
-    return PlatformBase
-
-
-class CPUPlatform(_platform_base()):
-    """verl platform for a host without an accelerator (see the module docstring for each choice)."""
+    Kept free of a verl base class so that importing this module does not import verl: verl imports
+    ``verl_ext.plugin`` while ``import verl`` runs, and a module that imported verl at import time would
+    be half-initialised when the plugin asks for it.
+    """
 
     @property
     def device_name(self) -> str:
@@ -159,6 +158,24 @@ class CPUPlatform(_platform_base()):
 
     def cudart(self) -> Any:
         return None
+
+
+_cpu_platform_class: Optional[type] = None
+
+
+def cpu_platform_class() -> type:
+    """``CPUPlatform``: :class:`CPUPlatformMethods` on verl's ``PlatformBase`` (built once, on first use)."""
+    global _cpu_platform_class
+    if _cpu_platform_class is None:
+        from verl.plugin.platform import PlatformBase
+
+        _cpu_platform_class = type(
+            "CPUPlatform",
+            (CPUPlatformMethods, PlatformBase),
+            {"__doc__": "verl platform for a host without an accelerator (see verl_ext.cpu.platform).",
+             "__module__": __name__},
+        )
+    return _cpu_platform_class
 
 
 def is_cpu_platform_selected() -> bool:

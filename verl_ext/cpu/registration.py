@@ -6,11 +6,14 @@
   and the trainer-side adapter in ``verl.workers.rollout.base._ROLLOUT_REGISTRY`` (a private dict: verl
   0.9.1 has no function to add to it; ``tests/cpu/test_registration.py`` fails if that changes).
 - the patches of :mod:`verl_ext.cpu.patches`, only when the CPU platform is selected.
+
+Nothing here imports verl at module import time, nor a verl_ext module that does: verl runs this while
+``import verl`` is still executing (see :class:`verl_ext.cpu.platform.CPUPlatformMethods`).
 """
 
 from __future__ import annotations
 
-from verl_ext.cpu.platform import PLATFORM_NAME, is_cpu_platform_selected
+from verl_ext.cpu.platform import PLATFORM_NAME, cpu_platform_class, is_cpu_platform_selected
 
 ROLLOUT_NAME = "cpu"
 SERVER_ADAPTER_PATH = "verl_ext.cpu.server_adapter.CPUServerAdapter"
@@ -28,10 +31,9 @@ def register_cpu_backend() -> None:
     from verl.workers.rollout import base as rollout_base
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
-    from verl_ext.cpu.platform import CPUPlatform
-
-    if PlatformRegistry.get(PLATFORM_NAME) is not CPUPlatform:
-        PlatformRegistry.register(platform=PLATFORM_NAME)(CPUPlatform)
+    platform_class = cpu_platform_class()
+    if PlatformRegistry.get(PLATFORM_NAME) is not platform_class:
+        PlatformRegistry.register(platform=PLATFORM_NAME)(platform_class)
     RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_cpu_rollout_replica)
     rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = SERVER_ADAPTER_PATH
 

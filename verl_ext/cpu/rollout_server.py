@@ -20,7 +20,9 @@ same rules, so trainer code that would be wrong with vLLM is wrong here too:
 
 Server options come from ``actor_rollout_ref.rollout.engine_kwargs.cpu``: ``event_log`` (path of the JSONL
 event log; default: the ``VERL_EXT_CPU_ROLLOUT_EVENTS`` environment variable, else none) and
-``attn_implementation`` (default ``sdpa``). Only one rank per replica is supported
+``attn_implementation`` (default ``sdpa``), ``max_batch_size`` (default 64: concurrent requests sharing
+their sampling parameters are generated in one batched call) and ``batch_wait_seconds`` (default 0.01: how
+long the first request of a batch waits for others). Only one rank per replica is supported
 (``tensor_model_parallel_size = data_parallel_size = pipeline_model_parallel_size = 1``).
 """
 
@@ -29,11 +31,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
 
-from verl_ext.cpu.generation import generate_with_log_probs, sampling_request_from_params
+from verl_ext.cpu.generation import (
+    GenerationResult,
+    SamplingRequest,
+    generate_batch_with_log_probs,
+    sampling_key,
+    sampling_request_from_params,
+)
 from verl_ext.cpu.rollout_events import RolloutEventLog
 from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest, weight_checksum
 
@@ -51,8 +60,20 @@ ALLOCATED = "allocated"  # re-allocated by wake_up(tags=["weights"]), uninitiali
 USABLE_WEIGHTS = (CHECKPOINT, PUSHED)
 
 
+DEFAULT_MAX_BATCH_SIZE = 64
+DEFAULT_BATCH_WAIT_SECONDS = 0.01
+
+
 class RolloutWeightsUnavailable(RuntimeError):
     """Generation was requested while the server holds no usable weights (see the module docstring)."""
+
+
+@dataclass
+class PendingRequest:
+    request_id: str
+    prompt_ids: list[int]
+    request: SamplingRequest
+    result: "asyncio.Future[GenerationResult]"
 
 
 def engine_options(rollout_config: Any) -> dict[str, Any]:
@@ -102,6 +123,10 @@ class CPURolloutServer:
         self.checksum = weight_checksum(self._parameters()) if self.weights == CHECKPOINT else None
         self.requests_served = 0
         self._update: Optional[dict[str, Any]] = None
+        self.max_batch_size = int(self.options.get("max_batch_size", DEFAULT_MAX_BATCH_SIZE))
+        self.batch_wait_seconds = float(self.options.get("batch_wait_seconds", DEFAULT_BATCH_WAIT_SECONDS))
+        self._pending: list[PendingRequest] = []
+        self._batcher: Optional[asyncio.Task] = None
         self._engine_lock = asyncio.Lock()
         self._admission = asyncio.Event()
         self._admission.set()
@@ -115,11 +140,11 @@ class CPURolloutServer:
         attn_implementation = self.options.get("attn_implementation", "sdpa")
         if self.config.load_format in ("dummy", None):
             model = AutoModelForCausalLM.from_config(
-                self.model_config.hf_config, torch_dtype=self.dtype, attn_implementation=attn_implementation
+                self.model_config.hf_config, dtype=self.dtype, attn_implementation=attn_implementation
             )
         else:
             model = AutoModelForCausalLM.from_pretrained(
-                self.model_config.local_path, torch_dtype=self.dtype, attn_implementation=attn_implementation
+                self.model_config.local_path, dtype=self.dtype, attn_implementation=attn_implementation
             )
         return model.to(self.dtype).eval()
 
@@ -198,18 +223,11 @@ class CPURolloutServer:
             configured_response_length=self.config.response_length,
             max_model_len=self.max_model_len,
         )
-        async with self._engine_lock:
-            self._require_usable_weights(request_id)
-            result = await asyncio.to_thread(
-                generate_with_log_probs,
-                self.model,
-                prompt_ids,
-                request,
-                eos_token_ids=self.eos_token_ids,
-                pad_token_id=self.pad_token_id,
-            )
-            self.requests_served += 1
-            checksum, version = self.checksum, self.global_steps
+        pending = PendingRequest(request_id, prompt_ids, request, asyncio.get_running_loop().create_future())
+        self._pending.append(pending)
+        if self._batcher is None or self._batcher.done():
+            self._batcher = asyncio.create_task(self._generate_pending())
+        result, checksum, version = await pending.result
         return TokenOutput(
             token_ids=result.token_ids,
             log_probs=result.log_probs,
@@ -217,7 +235,37 @@ class CPURolloutServer:
             extra_fields={"global_steps": version, "weight_checksum": checksum},
         )
 
-    def _require_usable_weights(self, request_id: str) -> None:
+    async def _generate_pending(self) -> None:
+        """Generate queued requests in batches of equal sampling parameters until the queue is empty."""
+        await asyncio.sleep(self.batch_wait_seconds)
+        while self._pending:
+            key = sampling_key(self._pending[0].request)
+            batch = [pending for pending in self._pending if sampling_key(pending.request) == key]
+            batch = batch[: self.max_batch_size]
+            for pending in batch:
+                self._pending.remove(pending)
+            async with self._engine_lock:
+                try:
+                    self._require_usable_weights([pending.request_id for pending in batch])
+                    results = await asyncio.to_thread(
+                        generate_batch_with_log_probs,
+                        self.model,
+                        [pending.prompt_ids for pending in batch],
+                        [pending.request for pending in batch],
+                        eos_token_ids=self.eos_token_ids,
+                        pad_token_id=self.pad_token_id,
+                    )
+                except Exception as error:  # noqa: BLE001 -- handed to every waiting request
+                    for pending in batch:
+                        if not pending.result.done():
+                            pending.result.set_exception(error)
+                    continue
+                self.requests_served += len(batch)
+                for pending, result in zip(batch, results):
+                    if not pending.result.done():
+                        pending.result.set_result((result, self.checksum, self.global_steps))
+
+    def _require_usable_weights(self, request_ids: list[str]) -> None:
         problem = None
         if self.asleep:
             problem = "the engine is asleep (sleep() was called and wake_up() has not been)"
@@ -229,7 +277,7 @@ class CPURolloutServer:
                 "but update_weights has not filled them",
             }.get(self.weights, f"weights are {self.weights!r}")
         if problem is not None:
-            self._record("generate_rejected", request_id=request_id, reason=problem)
+            self._record("generate_rejected", request_ids=request_ids, reason=problem)
             raise RolloutWeightsUnavailable(
                 f"CPU rollout replica {self.replica_rank}: generate() refused because {problem}. "
                 "A vLLM engine would generate from garbage here: push weights with the checkpoint engine's "

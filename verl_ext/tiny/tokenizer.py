@@ -1,23 +1,31 @@
-"""The tiny assets' tokenizer: a word-level ``tokenizers`` model over the task's closed vocabulary.
+"""The tiny assets' tokenizer: a Qwen2-style byte-level BPE trained offline on the task's own text.
 
-Each letter run, digit, whitespace character and punctuation mark is one token; decoding concatenates
-tokens back (``decoders.Fuse``), so ``decode(encode(text)) == text`` for any text in the vocabulary. The
-special tokens and chat template follow Qwen2's ChatML layout, which verl's Qwen prompt builder expects
-(``<|im_end|>`` ends a turn and is the end-of-sequence token; ``"\\n"`` is a single token).
+``transformers`` loads any ``model_type=qwen2`` tokenizer as ``Qwen2Tokenizer``, which rebuilds Qwen2's
+pipeline (NFC normaliser, Qwen2's split regex, byte-level pre-tokenizer and decoder) around the saved
+vocabulary and merges. So the tokenizer here uses exactly that pipeline and only *learns* the vocabulary:
+a ``tokenizers`` ``BpeTrainer`` run over the chat-formatted prompts and answers of the counting task,
+with the byte alphabet restricted to the characters that occur. The result has about 40 tokens
+(digits are a quarter of them), round-trips every task string, and is identical on every build.
+
+Special tokens and chat template follow Qwen2's ChatML layout, which verl's Qwen prompt builder expects:
+``<|im_end|>`` ends a turn and is the end-of-sequence token, ``<|endoftext|>`` pads, ``"\\n"`` is one token.
 """
 
 from __future__ import annotations
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 PAD = "<|endoftext|>"
 TURN_START = "<|im_start|>"
 TURN_END = "<|im_end|>"
-UNKNOWN = "<unk>"
-SPECIAL_TOKENS = (PAD, TURN_START, TURN_END, UNKNOWN)
-WORDS = ("system", "user", "assistant", "count")
-CHARACTERS = tuple(str(digit) for digit in range(10)) + (" ", "\n")
+SPECIAL_TOKENS = (PAD, TURN_START, TURN_END)
+
+# transformers' Qwen2Tokenizer split pattern (models/qwen2/tokenization_qwen2.py): the same pipeline is
+# rebuilt on load, so training must use it too.
+QWEN2_SPLIT_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -27,23 +35,49 @@ CHAT_TEMPLATE = (
 )
 
 
-def vocabulary() -> dict[str, int]:
-    """Token -> id, in a fixed order: special tokens, words, then digits and whitespace."""
-    tokens = SPECIAL_TOKENS + WORDS + CHARACTERS
-    return {token: index for index, token in enumerate(tokens)}
+def training_corpus() -> list[str]:
+    """Every string the counting task and its chat template produce (roles, prompts, answers)."""
+    from verl_ext.tiny.task import INSTRUCTION, MAX_COUNT
+
+    lines = []
+    for role in ("system", "user", "assistant"):
+        lines.append(f"{role}\n")
+    for count in range(1, MAX_COUNT + 1):
+        lines.append(f"{INSTRUCTION} {count}\n")
+        lines.append(" ".join(str(i) for i in range(1, count + 1)) + "\n")
+    lines.append(" ".join(str(digit) for digit in range(10)) + "\n")
+    return lines
+
+
+def _pipeline(model: models.Model) -> Tokenizer:
+    backend = Tokenizer(model)
+    backend.normalizer = normalizers.NFC()
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    backend.decoder = decoders.ByteLevel()
+    return backend
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
-    """The tokenizer, built offline and deterministically (same vocabulary and ids on every call)."""
-    backend = Tokenizer(models.WordLevel(vocab=vocabulary(), unk_token=UNKNOWN))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[A-Za-z]+|\d|\s|[^A-Za-z\d\s]"), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    backend.add_special_tokens(list(SPECIAL_TOKENS))
+    """Train the tokenizer on :func:`training_corpus` (deterministic: same vocabulary and ids every call)."""
+    backend = _pipeline(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
+    trainer = trainers.BpeTrainer(
+        vocab_size=256,
+        min_frequency=1,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=[],
+        show_progress=False,
+    )
+    backend.train_from_iterator(training_corpus(), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
         eos_token=TURN_END,
         pad_token=PAD,
-        unk_token=UNKNOWN,
+        unk_token=PAD,
         additional_special_tokens=[TURN_START],
         padding_side="left",
         model_max_length=256,

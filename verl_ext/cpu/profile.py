@@ -1,0 +1,194 @@
+"""The CPU profile: environment variables and Hydra overrides that turn any verl-ext run into a CPU run.
+
+Appended after a run's own overrides, they swap in the tiny model and the counting task
+(:mod:`verl_ext.tiny`), select the CPU platform and rollout (:mod:`verl_ext.cpu`), and size everything
+for two cores. Each entry says why it is there. The shell form (``run_scripts/cpu/profile.sh``) is
+generated from this module, so the Python launcher and the shell scripts cannot drift apart:
+
+    eval "$(python -m verl_ext.cpu.profile --shell --assets DIR)"   # exports VERL_EXT_CPU_OVERRIDES=(...)
+
+Importing this module does not import verl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+# Why each environment variable is set.
+ENVIRONMENT_REASONS = {
+    "VERL_PLATFORM": ("cpu", "select verl_ext's cpu platform (never auto-detected)"),
+    "VERL_ENGINE_DEVICE": ("cuda", "pick verl's FSDP engine classes, registered for cuda/npu only; they run on CPU tensors"),
+    "HF_HUB_OFFLINE": ("1", "no downloads: the tiny assets are local"),
+    "TRANSFORMERS_OFFLINE": ("1", "no downloads: the tiny assets are local"),
+    "WANDB_MODE": ("disabled", "no experiment-tracking service"),
+    "TOKENIZERS_PARALLELISM": ("false", "two cores: no tokenizer thread pool"),
+    "RAY_DEDUP_LOGS": ("0", "show each worker's log line (there are only a few workers)"),
+}
+
+# Why each override is there (key -> reason); values are filled in by cpu_overrides().
+OVERRIDE_REASONS = {
+    "trainer.device": "verl's device string",
+    "trainer.nnodes": "one machine",
+    "trainer.n_gpus_per_node": "one trainer rank (one logical Ray GPU)",
+    "ray_kwargs.ray_init.num_cpus": "logical CPUs for Ray scheduling (oversubscribed: each worker bundle asks for several)",
+    "+ray_kwargs.ray_init.num_gpus": "logical GPUs: verl's resource pools place workers only on GPU/NPU resources",
+    "actor_rollout_ref.model.path": "the tiny Qwen2 model",
+    "actor_rollout_ref.model.use_remove_padding": "padding removal needs flash-attn's varlen kernels",
+    "+actor_rollout_ref.model.override_config.attn_implementation": "torch SDPA instead of flash-attn",
+    "actor_rollout_ref.actor.strategy": "FSDP2 (fully_shard) over gloo, world size 1",
+    "actor_rollout_ref.actor.fsdp_config.use_torch_compile": "skip torch.compile of the entropy kernel (slow start-up on CPU)",
+    "+actor_rollout_ref.actor.fsdp_config.mixed_precision": "compute in float32, as the rollout does: rollout and actor log-probs agree to ~1e-6",
+    "actor_rollout_ref.actor.optim.lr": "a learning rate for a 125K-parameter model (verl's default 1e-6 is for billions)",
+    "actor_rollout_ref.actor.ppo_mini_batch_size": "one optimizer step per training step",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": "whole mini-batch in one forward pass",
+    "actor_rollout_ref.actor.use_dynamic_bsz": "fixed micro-batches",
+    "actor_rollout_ref.ref.fsdp_config.use_torch_compile": "as for the actor",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": "whole batch in one forward pass",
+    "actor_rollout_ref.rollout.name": "verl_ext's transformers rollout",
+    "actor_rollout_ref.rollout.dtype": "float32, as the actor computes",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": "one process per rollout replica",
+    "actor_rollout_ref.rollout.n": "responses per prompt (group size)",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "whole batch in one forward pass",
+    "actor_rollout_ref.rollout.agent.num_workers": "one agent-loop worker process",
+    "actor_rollout_ref.rollout.calculate_log_probs": "the rollout returns per-token log-probs (pi_old in bypass mode)",
+    "reward.num_workers": "one reward-loop worker process",
+    "reward.custom_reward_function.path": "the counting task's reward",
+    "reward.custom_reward_function.name": "the counting task's reward",
+    "transfer_queue.backend.SimpleStorage.num_data_storage_units": "one TransferQueue storage actor",
+    "data.train_files": "the counting task",
+    "data.val_files": "the counting task",
+    "data.train_batch_size": "prompts per step",
+    "data.max_prompt_length": "tiny prompts",
+    "data.max_response_length": "tiny responses",
+    "data.dataloader_num_workers": "load data in the trainer process",
+    "trainer.logger": "console progress and a JSONL file of every step's metrics (VERL_FILE_LOGGER_PATH)",
+}
+
+DEFAULTS = {
+    "train_batch_size": 8,
+    "rollout_n": 4,
+    "max_prompt_length": 16,
+    "max_response_length": 12,
+    "learning_rate": 3e-3,
+}
+
+
+def cpu_environment() -> dict[str, str]:
+    """Environment variables of a CPU run (set before starting Ray; Ray workers inherit them)."""
+    return {name: value for name, (value, _reason) in ENVIRONMENT_REASONS.items()}
+
+
+def cpu_overrides(
+    assets_dir: str | Path,
+    train_batch_size: int = DEFAULTS["train_batch_size"],
+    rollout_n: int = DEFAULTS["rollout_n"],
+    learning_rate: float = DEFAULTS["learning_rate"],
+) -> list[str]:
+    """Hydra overrides of a CPU run on the tiny assets in ``assets_dir``."""
+    assets = Path(assets_dir).resolve()
+    responses = train_batch_size * rollout_n
+    values = {
+        "trainer.device": "cpu",
+        "trainer.nnodes": 1,
+        "trainer.n_gpus_per_node": 1,
+        "ray_kwargs.ray_init.num_cpus": 16,
+        "+ray_kwargs.ray_init.num_gpus": 1,
+        "actor_rollout_ref.model.path": assets / "model",
+        "actor_rollout_ref.model.use_remove_padding": False,
+        "+actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
+        "actor_rollout_ref.actor.strategy": "fsdp2",
+        "actor_rollout_ref.actor.fsdp_config.use_torch_compile": False,
+        "+actor_rollout_ref.actor.fsdp_config.mixed_precision": "{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}",
+        "actor_rollout_ref.actor.optim.lr": learning_rate,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": train_batch_size,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": responses,
+        "actor_rollout_ref.actor.use_dynamic_bsz": False,
+        "actor_rollout_ref.ref.fsdp_config.use_torch_compile": False,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": responses,
+        "actor_rollout_ref.rollout.name": "cpu",
+        "actor_rollout_ref.rollout.dtype": "float32",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
+        "actor_rollout_ref.rollout.n": rollout_n,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": responses,
+        "actor_rollout_ref.rollout.agent.num_workers": 1,
+        "actor_rollout_ref.rollout.calculate_log_probs": True,
+        "reward.num_workers": 1,
+        "reward.custom_reward_function.path": "pkg://verl_ext.tiny.task",
+        "reward.custom_reward_function.name": "compute_score",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+        "data.train_files": assets / "data" / "train.parquet",
+        "data.val_files": assets / "data" / "val.parquet",
+        "data.train_batch_size": train_batch_size,
+        "data.max_prompt_length": DEFAULTS["max_prompt_length"],
+        "data.max_response_length": DEFAULTS["max_response_length"],
+        "data.dataloader_num_workers": 0,
+        "trainer.logger": "[console,file]",
+    }
+    missing = set(values) ^ set(OVERRIDE_REASONS)
+    if missing:
+        raise AssertionError(f"every CPU override needs a reason and a value: {sorted(missing)}")
+    return [f"{key}={_hydra_value(value)}" for key, value in values.items()]
+
+
+def _hydra_value(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value)
+    return str(value)
+
+
+def override_key(override: str) -> str:
+    """``"+a.b=1"`` -> ``"a.b"``: the config key an override sets (without ``+``, ``++`` or ``~``)."""
+    key = override.split("=", 1)[0]
+    return key.lstrip("+~")
+
+
+def merge_overrides(*groups: Iterable[str]) -> list[str]:
+    """Concatenate override lists; a key set again later replaces the earlier entry (last one wins).
+
+    A later plain ``key=value`` for a key an earlier group added with ``+key=...`` keeps the ``+`` (the key
+    is not in verl's config, so Hydra needs it).
+    """
+    merged: dict[str, str] = {}
+    for group in groups:
+        for override in group:
+            key = override_key(override)
+            if key in merged and merged[key].startswith("+") and not override.startswith(("+", "~")):
+                override = "+" + override
+            merged.pop(key, None)
+            merged[key] = override
+    return list(merged.values())
+
+
+def shell_profile(assets_dir: str | Path) -> str:
+    """Bash code exporting the environment and the array ``VERL_EXT_CPU_OVERRIDES``."""
+    lines = [f"export {name}={shlex.quote(value)}" for name, value in cpu_environment().items()]
+    overrides = " ".join(shlex.quote(override) for override in cpu_overrides(assets_dir))
+    lines.append(f"VERL_EXT_CPU_OVERRIDES=({overrides})")
+    lines.append(f"export VERL_EXT_TINY_ASSETS={shlex.quote(str(Path(assets_dir).resolve()))}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.cpu.profile", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--assets", type=Path, default=None, help="tiny assets directory (default: verl_ext.tiny.assets.default_assets_dir())")
+    parser.add_argument("--shell", action="store_true", help="print bash code to eval (default: explain each entry)")
+    args = parser.parse_args(argv)
+    from verl_ext.tiny.assets import default_assets_dir
+
+    assets = args.assets or default_assets_dir()
+    if args.shell:
+        sys.stdout.write(shell_profile(assets))
+        return 0
+    for name, (value, reason) in ENVIRONMENT_REASONS.items():
+        print(f"{name}={value}\n    {reason}")
+    for override in cpu_overrides(assets):
+        print(f"{override}\n    {OVERRIDE_REASONS[override.split('=', 1)[0]]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
