@@ -1,0 +1,177 @@
+"""delayed_sync end to end: verl's real ``main_ppo`` on the CPU backend (tiny model, transformers rollout).
+
+The CPU rollout keeps vLLM's contract (``free_cache_engine=True``: sleep discards the weights, generating
+before the next push raises) and logs every weight event with a checksum of the weights it holds
+(:mod:`verl_ext.cpu.rollout_events`). Three runs share one Ray start-up (:class:`CPURaySession`):
+(3, 1) over 7 steps with checkpoints, a resume from its mid-interval checkpoint, and offline.
+"""
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from verl_ext.staleness.schedule import StalenessSchedule
+
+pytestmark = pytest.mark.e2e
+
+STEPS = 7
+RESUME_AT = 4  # global step of the checkpoint resumed from: steps 0-3 done, mid-interval of version 2
+OFFLINE_STEPS = 3
+SCHEDULE = StalenessSchedule(sync_interval=3, sync_offset=1)
+# 4 prompts x 2 responses per step (the CPU profile's 8 x 4 is for learning; here only the schedule matters)
+TRAIN_BATCH_SIZE, ROLLOUT_N = 4, 2
+SMALL_BATCHES = (
+    f"data.train_batch_size={TRAIN_BATCH_SIZE}",
+    f"actor_rollout_ref.rollout.n={ROLLOUT_N}",
+    f"actor_rollout_ref.actor.ppo_mini_batch_size={TRAIN_BATCH_SIZE}",
+    f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={TRAIN_BATCH_SIZE * ROLLOUT_N}",
+    f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={TRAIN_BATCH_SIZE * ROLLOUT_N}",
+)
+COMMON = (
+    "trainer.v1.trainer_mode=delayed_sync",
+    "actor_rollout_ref.rollout.free_cache_engine=True",  # vLLM's contract: sleep discards the weights
+    *SMALL_BATCHES,
+)
+KNOBS = ("trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    launch = pytest.importorskip("verl_ext.cpu.launch")
+    from verl_ext.tiny.assets import build_tiny_assets
+
+    root = tmp_path_factory.mktemp("staleness_e2e")
+    assets = root / "assets"
+    build_tiny_assets(assets)
+    dumps = {name: root / "dumps" / name for name in ("uninterrupted", "resumed")}
+    with launch.CPURaySession(root / "runs", assets) as session:
+        uninterrupted = session.run(
+            launch.CPURun(
+                name="delayed_3_1",
+                steps=STEPS,
+                overrides=(*COMMON, *KNOBS, "trainer.save_freq=2", f"trainer.rollout_data_dir={dumps['uninterrupted']}"),
+            )
+        ).raise_for_error()
+        checkpoint = uninterrupted.checkpoint_dir / f"global_step_{RESUME_AT}"
+        resumed = session.run(
+            launch.CPURun(
+                name="delayed_3_1_resumed",
+                steps=STEPS,
+                overrides=(
+                    *COMMON,
+                    *KNOBS,
+                    "trainer.resume_mode=resume_path",
+                    f"trainer.resume_from_path={checkpoint}",
+                    f"trainer.rollout_data_dir={dumps['resumed']}",
+                ),
+            )
+        ).raise_for_error()
+        offline = session.run(
+            launch.CPURun(name="offline", steps=OFFLINE_STEPS, overrides=(*COMMON, "trainer.v1.delayed_sync.offline=true"))
+        ).raise_for_error()
+    for result in (uninterrupted, resumed, offline):
+        print(f"{result.run.name}: {result.wall_seconds:.0f} s")
+    return {"uninterrupted": uninterrupted, "resumed": resumed, "offline": offline, "dumps": dumps}
+
+
+def per_step(result, key: str) -> dict[int, float]:
+    """``{0-based step: value}`` of a logged metric (verl logs global_steps = step + 1)."""
+    return {record["step"] - 1: record[key] for record in result.steps if key in record}
+
+
+def requests_per_batch() -> int:
+    """One rollout request per response: data.train_batch_size x actor_rollout_ref.rollout.n."""
+    return TRAIN_BATCH_SIZE * ROLLOUT_N
+
+
+def pushes(result) -> list[dict]:
+    return [event for event in result.events if event["event"] == "update_weights"]
+
+
+def served_after_each_push(result) -> list[int]:
+    """Requests the rollout served with the weights of each push (until the next push)."""
+    served: list[int] = []
+    for event in result.events:
+        if event["event"] == "update_weights":
+            served.append(0)
+        elif served:
+            served[-1] += event.get("requests_served", 0)
+    return served
+
+
+def check_checksums_change_only_at_pushes(result) -> None:
+    """Weights with a checksum appear only through a push; between pushes they stay or are discarded."""
+    assert not [event for event in result.events if event["event"] == "generate_rejected"]
+    current = None
+    for event in result.events:
+        if event["event"] == "update_weights":
+            assert event["weight_checksum"] and event["weight_checksum"] != current
+            current = event["weight_checksum"]
+        elif event["weight_checksum"] is not None:
+            assert event["weight_checksum"] == current, event
+
+
+def rollout_dump(directory: Path, step: int) -> Counter:
+    """The (prompt, response, score) triples verl dumped for 0-based ``step`` (file named by global step)."""
+    with open(directory / f"{step + 1}.jsonl") as file:
+        return Counter((row["input"], row["output"], row["score"]) for row in map(json.loads, file))
+
+
+def test_logged_lags_and_versions_equal_the_schedule(runs):
+    result = runs["uninterrupted"]
+    rows = SCHEDULE.preview(STEPS)
+    assert per_step(result, "staleness/lag") == {row.step: row.lag for row in rows}
+    assert per_step(result, "staleness/behaviour_version") == {row.step: row.behaviour_version for row in rows}
+    assert per_step(result, "training/off_policy/trajectory_staleness/mean") == {row.step: row.lag for row in rows}
+    assert per_step(result, "staleness/synced") == {row.step: float(row.synced) for row in rows}
+    assert per_step(result, "staleness/weight_syncs")[STEPS - 1] == SCHEDULE.sync_count(STEPS)
+    mismatch = per_step(result, "staleness/behaviour_minus_current_log_prob")
+    assert set(mismatch) == set(range(STEPS))
+    # lag 0: the actor recomputes the rollout's own log-probs (float32 on both sides)
+    assert abs(mismatch[0]) < 1e-3
+
+
+def test_weights_reach_the_rollout_exactly_at_sync_points(runs):
+    result = runs["uninterrupted"]
+    rows = SCHEDULE.preview(STEPS)
+    # the start-up push, then one per sync point, labelled with the version pushed
+    assert [push["weight_version"] for push in pushes(result)] == [0] + [row.step + 1 for row in rows if row.synced]
+    assert len(pushes(result)) == 1 + SCHEDULE.sync_count(STEPS)
+    check_checksums_change_only_at_pushes(result)
+    # each version generated exactly its scheduled batches, in one wake (data.train_batch_size x rollout.n each)
+    assert served_after_each_push(result) == [
+        len(SCHEDULE.steps_generated_with(push["weight_version"], STEPS)) * requests_per_batch()
+        for push in pushes(result)
+    ]
+
+
+def test_resume_mid_interval_continues_the_uninterrupted_run(runs):
+    uninterrupted, resumed = runs["uninterrupted"], runs["resumed"]
+    resumed_steps = range(RESUME_AT, STEPS)
+    for key in ("staleness/lag", "staleness/behaviour_version", "staleness/weight_syncs", "staleness/synced"):
+        expected = {step: value for step, value in per_step(uninterrupted, key).items() if step in resumed_steps}
+        assert per_step(resumed, key) == expected, key
+    # the batches of steps 4 and 5 come back from the checkpoint as they were generated (prompts,
+    # responses, scores); step 6's batch takes the next prompts of the restored dataloader
+    for step in (4, 5):
+        assert rollout_dump(runs["dumps"]["resumed"], step) == rollout_dump(runs["dumps"]["uninterrupted"], step)
+    prompts = lambda dump: Counter(prompt for prompt, _response, _score in dump.elements())  # noqa: E731
+    assert prompts(rollout_dump(runs["dumps"]["resumed"], 6)) == prompts(rollout_dump(runs["dumps"]["uninterrupted"], 6))
+    # no push at the resume (version 2's batches were in the checkpoint); the sync after step 4 pushes
+    # version 5, trained from the checkpoint on the same batch: the same weights as without the interruption
+    assert [push["weight_version"] for push in pushes(resumed)] == [5]
+    version_5 = {push["weight_version"]: push["weight_checksum"] for push in pushes(uninterrupted)}[5]
+    assert pushes(resumed)[0]["weight_checksum"] == version_5
+    check_checksums_change_only_at_pushes(resumed)
+
+
+def test_offline_never_pushes_after_the_start(runs):
+    result = runs["offline"]
+    assert [push["weight_version"] for push in pushes(result)] == [0]
+    assert per_step(result, "staleness/lag") == {step: step for step in range(OFFLINE_STEPS)}
+    assert per_step(result, "staleness/behaviour_version") == {step: 0 for step in range(OFFLINE_STEPS)}
+    # every batch was generated at the start, with the initial weights
+    assert served_after_each_push(result) == [OFFLINE_STEPS * requests_per_batch()]
+    check_checksums_change_only_at_pushes(result)
