@@ -47,14 +47,14 @@ def training_steps(steps: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summarize(steps: list[dict[str, Any]], reward_metric: str = "critic/score/mean") -> dict[str, Optional[float]]:
-    """Reward at the start and the end (mean of the first / last quarter of steps, at least one), step rate.
+    """Reward at the start and the end (mean over the first / last tenth of the steps, at least one), step rate.
 
     ``steps_per_second`` is ``1 / mean(timing_s/step)``: training time only, start-up excluded.
     """
     trained = training_steps(steps)
     rewards = metric_series(trained, reward_metric)
     step_times = metric_series(trained, "timing_s/step")
-    window = max(1, len(rewards) // 4)
+    window = max(1, len(rewards) // 10)
     mean = lambda values: sum(values) / len(values) if values else math.nan  # noqa: E731
     return {
         "steps": len(trained),

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Source this file to turn a verl-ext run into a CPU run (the issue's "profile"):
+#
+#   source run_scripts/cpu/profile.sh
+#   python -m verl.trainer.main_ppo --config-path=recipe/rec/config --config-name=rec_trainer \
+#       <the run's overrides> "${VERL_EXT_CPU_OVERRIDES[@]}"
+#
+# It exports the environment of a CPU run (VERL_PLATFORM=cpu, offline Hugging Face, ...) and defines the
+# array VERL_EXT_CPU_OVERRIDES: the tiny Qwen2 model and the counting task (verl_ext.tiny), the CPU
+# rollout, FSDP2 over gloo in float32, and batch sizes and worker counts for two cores. Put the array
+# after the run's own overrides so that it wins. `python -m verl_ext.cpu.profile` explains each entry;
+# both this file and the Python launcher (verl_ext.cpu.launch) take the values from verl_ext/cpu/profile.py.
+#
+# Inputs: VERL_EXT_TINY_ASSETS (default <repo>/assets/tiny; build it with `python -m verl_ext.tiny.assets`)
+#         PYTHON (default python).
+
+_verl_ext_cpu_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+_verl_ext_cpu_assets="${VERL_EXT_TINY_ASSETS:-$_verl_ext_cpu_repo/assets/tiny}"
+_verl_ext_cpu_profile="$("${PYTHON:-python}" -m verl_ext.cpu.profile --shell --assets "$_verl_ext_cpu_assets")" || {
+  echo "[verl-ext] python -m verl_ext.cpu.profile failed: is verl-ext installed in ${PYTHON:-python}?" >&2
+  return 1 2>/dev/null || exit 1
+}
+eval "$_verl_ext_cpu_profile"
+unset _verl_ext_cpu_repo _verl_ext_cpu_assets _verl_ext_cpu_profile

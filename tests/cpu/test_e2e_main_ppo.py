@@ -1,0 +1,138 @@
+"""verl's real ``main_ppo`` on the CPU backend, one run per algorithm family, asserting on what verl logged.
+
+Five runs share one Ray start-up (:class:`verl_ext.cpu.launch.CPURaySession`), on the tiny assets with the
+recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU profile:
+
+- ``rec`` + ``rec_oneside_nois`` for 2 steps, saving a checkpoint at step 2;
+- the same run resumed from that checkpoint for one more step;
+- ``red_drop`` + ``rec_reinforce`` with the actor recomputing pi_old (``bypass_mode=false``), so that
+  verl logs its rollout-vs-actor probability difference;
+- ``rec`` + ``red_weight`` and ``rec`` + ``opmd``.
+
+Evidence comes from verl's file logger (every step's metrics) and the CPU rollout's event log (every
+weight push with the checksum of the weights the rollout then holds), never from exit codes alone.
+"""
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.e2e
+
+ALGORITHM = "algorithm.adv_estimator={} actor_rollout_ref.actor.policy_loss.loss_mode={}"
+FAMILIES = {
+    "rec_oneside_nois": ("rec", "rec_oneside_nois", ()),
+    "red_drop": ("red_drop", "rec_reinforce", ("algorithm.rollout_correction.bypass_mode=false",)),
+    "red_weight": ("rec", "red_weight", ()),
+    "opmd": ("rec", "opmd", ()),
+}
+STEPS = 2
+
+
+def algorithm_overrides(family: str) -> tuple[str, ...]:
+    estimator, loss, extra = FAMILIES[family]
+    return (*ALGORITHM.format(estimator, loss).split(), *extra)
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_assets, tmp_path_factory):
+    from verl_ext.cpu.launch import CPURaySession, CPURun
+
+    results = {}
+    with CPURaySession(tmp_path_factory.mktemp("cpu_e2e"), tiny_assets) as session:
+        first = session.run(
+            CPURun("rec_oneside_nois", steps=STEPS, overrides=(*algorithm_overrides("rec_oneside_nois"), "trainer.save_freq=2"))
+        )
+        results["rec_oneside_nois"] = first.raise_for_error()
+        results["resumed"] = session.run(
+            CPURun(
+                "rec_oneside_nois_resumed",
+                steps=STEPS + 1,
+                checkpoint_dir=first.checkpoint_dir,
+                overrides=(*algorithm_overrides("rec_oneside_nois"), "trainer.resume_mode=auto"),
+            )
+        ).raise_for_error()
+        for family in ("red_drop", "red_weight", "opmd"):
+            results[family] = session.run(
+                CPURun(family, steps=STEPS, overrides=algorithm_overrides(family))
+            ).raise_for_error()
+    return results
+
+
+def expected_loss_metrics(loss_mode: str) -> set[str]:
+    """The metric names verl-ext's loss reports (``actor/<name>``), read off the loss itself."""
+    from verl_ext.catalog import Hyperparameters, policy_loss_spec
+
+    spec = policy_loss_spec(loss_mode)
+    shape = (4, 3)
+    terms = spec.compute(
+        torch.zeros(shape), torch.zeros(shape), torch.tensor([[1.0] * 3, [-1.0] * 3] * 2), torch.ones(shape), None,
+        Hyperparameters(0.2, 0.2, 0.6, 2.0, 0.1, 1.0),
+    )
+    return {f"actor/{name}" for name in terms.metrics}
+
+
+def pushes(result) -> list[dict]:
+    return [event for event in result.events if event["event"] == "update_weights"]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_step_trains_with_our_loss(runs, family):
+    result = runs[family]
+    steps = result.steps
+    assert [step["step"] for step in steps] == list(range(1, STEPS + 1))
+    for step in steps:
+        assert step["actor/grad_norm"] > 0, step["step"]
+        assert 0.0 <= step["critic/score/mean"] <= 1.0
+    missing = expected_loss_metrics(FAMILIES[family][1]) - set(steps[-1])
+    assert not missing, f"{family}: loss metrics not logged: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_rollout_checksum_changes_at_every_weight_push(runs, family):
+    result = runs[family]
+    events = result.events
+    assert not [event for event in events if event["event"] == "generate_rejected"]
+    # the start-up push (version 0), then one after every training step
+    assert [push["weight_version"] for push in pushes(result)] == list(range(STEPS + 1))
+    checksums = [push["weight_checksum"] for push in pushes(result)]
+    assert all(checksums) and all(a != b for a, b in zip(checksums, checksums[1:]))
+    # colocated with the trainer, the rollout discards its weights at every sleep (vLLM level 2) ...
+    sleeps = [event for event in events if event["event"] == "sleep"]
+    assert sleeps and all(event["weights"] == "discarded" and event["level"] == 2 for event in sleeps)
+    # ... and every push that follows refills them from nothing
+    assert all(push["previous_checksum"] is None for push in pushes(result))
+    from verl_ext.cpu.profile import DEFAULTS
+
+    served = [event["requests_served"] for event in sleeps]
+    assert served[-STEPS:] == [DEFAULTS["train_batch_size"] * DEFAULTS["rollout_n"]] * STEPS
+
+
+@pytest.mark.parametrize("family", ["rec_oneside_nois", "red_weight", "opmd"])
+def test_rollout_log_probs_are_pi_old_and_agree_with_the_actor(runs, family):
+    """bypass_mode=true: pi_old is the rollout's log-probs; before the update the ratio is pi_theta/pi_old = 1."""
+    for step in runs[family].steps:
+        if "actor/ratio_max" in step:
+            assert abs(step["actor/ratio_max"] - 1.0) < 1e-4, step["step"]
+        assert abs(step["actor/ppo_kl"]) < 1e-5, step["step"]
+
+
+def test_rollout_log_probs_agree_with_the_actors_recomputation(runs):
+    """bypass_mode=false: verl recomputes pi_old with the actor and logs its difference from the rollout's."""
+    for step in runs["red_drop"].steps:
+        assert step["training/rollout_probs_diff_valid"] == 1
+        assert step["training/rollout_probs_diff_max"] < 1e-4, step["step"]
+        assert step["training/rollout_actor_probs_pearson_corr"] > 0.9999
+
+
+def test_checkpoint_resume_continues_the_step_count_and_the_weights(runs):
+    first, resumed = runs["rec_oneside_nois"], runs["resumed"]
+    assert (first.checkpoint_dir / f"global_step_{STEPS}").is_dir()
+    # the resumed run logs only the step after the checkpoint
+    assert [step["step"] for step in resumed.steps] == [STEPS + 1]
+    assert resumed.steps[0]["actor/grad_norm"] > 0
+    # its start-up push carries the checkpoint's weights: the ones the first run pushed after its last step
+    resumed_pushes = pushes(resumed)
+    assert resumed_pushes[0]["weight_version"] == STEPS
+    assert resumed_pushes[0]["weight_checksum"] == pushes(first)[-1]["weight_checksum"]
+    assert [push["weight_version"] for push in resumed_pushes] == [STEPS, STEPS + 1]
+    assert resumed_pushes[1]["weight_checksum"] != resumed_pushes[0]["weight_checksum"]

@@ -1,0 +1,119 @@
+"""The tiny offline assets: deterministic, loadable by transformers and verl, and a graded counting reward."""
+
+import json
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verl_ext.tiny import task
+from verl_ext.tiny.assets import assets_are_current, build_tiny_assets, recipe
+
+
+def test_build_is_byte_identical_and_kept_when_current(tiny_assets, tmp_path):
+    again = build_tiny_assets(tmp_path / "again")
+    first = json.loads((tiny_assets / "manifest.json").read_text())
+    assert again["files"] == first["files"] and again["recipe"] == first["recipe"]
+    weights = tmp_path / "again" / "model" / "model.safetensors"
+    modified = weights.stat().st_mtime_ns
+    build_tiny_assets(tmp_path / "again")
+    assert weights.stat().st_mtime_ns == modified  # current: left as it is
+
+
+def test_a_tampered_build_is_rebuilt(tmp_path):
+    out = tmp_path / "assets"
+    manifest = build_tiny_assets(out, train_examples=8, val_examples=2)
+    (out / "data" / "val.parquet").write_bytes(b"not parquet")
+    assert not assets_are_current(out, manifest["recipe"])
+    assert build_tiny_assets(out, train_examples=8, val_examples=2)["files"] == manifest["files"]
+    assert assets_are_current(out, recipe(0, 8, 2))
+
+
+def test_bad_sizes_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="train_examples"):
+        build_tiny_assets(tmp_path / "x", train_examples=0)
+
+
+def test_tokenizer_loads_as_qwen2_and_round_trips_the_task(tiny_assets):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_assets / "model"))
+    assert type(tokenizer).__name__ == "Qwen2Tokenizer"
+    assert len(tokenizer.encode("\n", add_special_tokens=False)) == 1  # verl's Qwen prompt builder requires it
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
+    digits = [tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
+    assert len(set(digits)) == 10 and len(tokenizer) < 64
+    for row in task.make_split(20, "train", seed=1):
+        for text in (row["prompt"][0]["content"], row["reward_model"]["ground_truth"]):
+            assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
+        ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True)["input_ids"]
+        assert tokenizer.decode(ids) == f"<|im_start|>user\n{row['prompt'][0]['content']}<|im_end|>\n<|im_start|>assistant\n"
+        assert len(ids) <= 16  # the CPU profile's data.max_prompt_length
+
+
+def test_verl_reads_the_parquet_and_its_rows(tiny_assets):
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_assets / "model"))
+    config = OmegaConf.create({"max_prompt_length": 16, "filter_overlong_prompts": True, "cache_dir": str(tiny_assets / "cache")})
+    dataset = RLHFDataset(str(tiny_assets / "data" / "train.parquet"), tokenizer, config)
+    assert len(dataset) == json.loads((tiny_assets / "manifest.json").read_text())["recipe"]["train_examples"]
+    row = dataset[3]
+    assert row["data_source"] == task.DATA_SOURCE and row["index"] == 3
+    count = int(row["raw_prompt"][0]["content"].split()[1])
+    assert row["reward_model"]["ground_truth"] == " ".join(str(i) for i in range(1, count + 1))
+
+
+@pytest.mark.parametrize(
+    "response, truth, reward",
+    [
+        ("1 2 3", "1 2 3", 1.0),
+        ("1 2", "1 2 3", 2 / 3),
+        ("1 2 3 4", "1 2 3", 0.75),  # overshoot: 3/3 correct * 3/4
+        ("2 1", "1 2", 0.0),
+        ("", "1", 0.0),
+        ("count1 and 2<|im_end|>", "1 2", 1.0),  # digits in order, whatever surrounds them
+        ("1 3", "1 2 3 4", 0.25),
+    ],
+)
+def test_count_reward(response, truth, reward):
+    assert task.count_reward(response, truth) == pytest.approx(reward)
+
+
+@settings(max_examples=60, deadline=None)
+@given(response=st.text(alphabet="0123456789 ab\n", max_size=20), count=st.integers(1, task.MAX_COUNT))
+def test_count_reward_is_a_fraction(response, count):
+    truth = " ".join(str(i) for i in range(1, count + 1))
+    reward = task.count_reward(response, truth)
+    assert 0.0 <= reward <= 1.0
+    assert (reward == 1.0) == (task.DIGIT.findall(response) == truth.split())
+
+
+def test_compute_score_checks_its_inputs():
+    assert task.compute_score(task.DATA_SOURCE, "1 2", "1 2") == {"score": 1.0, "exact": 1.0}
+    with pytest.raises(ValueError, match="data_source"):
+        task.compute_score("openai/gsm8k", "1", "1")
+    with pytest.raises(ValueError, match="ground truth"):
+        task.compute_score(task.DATA_SOURCE, "1", "one")
+
+
+def test_the_random_model_gets_a_graded_nonzero_reward(tiny_assets):
+    """Groups of 4 samples from the untrained model: some reward, and reward variance inside some groups."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_assets / "model"))
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_assets / "model"), dtype=torch.float32).eval()
+    rows = task.make_split(16, "train", seed=0)
+    torch.manual_seed(0)
+    group_rewards = []
+    for row in rows:
+        ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True, return_tensors="pt")
+        output = model.generate(**ids, do_sample=True, max_new_tokens=12, num_return_sequences=4, pad_token_id=0)
+        responses = tokenizer.batch_decode(output[:, ids["input_ids"].shape[1] :], skip_special_tokens=True)
+        group_rewards.append([task.count_reward(r, row["reward_model"]["ground_truth"]) for r in responses])
+    rewards = [reward for group in group_rewards for reward in group]
+    assert 0.0 < sum(rewards) / len(rewards) < 0.5
+    assert sum(1 for group in group_rewards if len(set(group)) > 1) >= 3
