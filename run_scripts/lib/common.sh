@@ -5,7 +5,7 @@
 #                         verl-ext's checks, print the settings that matter (python -m verl_ext.preflight);
 #                         no GPU, model or data needed
 #   VERL_EXT_CPU_SMOKE=1  run it for real for 2 steps on the CPU backend, the tiny model and synthetic data
-#                         substituted (run_scripts/cpu profile, applied after the script's overrides)
+#                         substituted (run_scripts/cpu/profile.sh, applied after the script's overrides)
 #   (neither)             the real run on GPUs: prepare the data if missing, then python -m verl.trainer.main_ppo
 #
 # Environment variables users change (defaults in brackets):
@@ -140,18 +140,17 @@ verl_ext_json_string() {
   VERL_EXT_JSON="\"$text\""
 }
 
-# The CPU profile (run_scripts/cpu, verl_ext/cpu/profile.py): env vars and VERL_EXT_CPU_OVERRIDES, loaded once.
+# The CPU profile (run_scripts/cpu/profile.sh: env vars and VERL_EXT_CPU_OVERRIDES), loaded once.
 verl_ext_load_cpu_profile() {
   [ -n "${VERL_EXT_CPU_PROFILE_LOADED:-}" ] && return 0
-  local assets="${VERL_EXT_TINY_ASSETS:-$VERL_EXT_REPO/assets/tiny}"
+  VERL_EXT_TINY_ASSETS="${VERL_EXT_TINY_ASSETS:-$VERL_EXT_REPO/assets/tiny}"
   if [ "$VERL_EXT_DRY_RUN" != 1 ]; then
-    verl_ext_note "building the tiny CPU assets in $assets (skipped when up to date)"
-    "$PYTHON" -m verl_ext.tiny.assets --out "$assets" >&2 || verl_ext_die "building the tiny assets failed"
+    verl_ext_note "building the tiny CPU assets in $VERL_EXT_TINY_ASSETS (skipped when up to date)"
+    "$PYTHON" -m verl_ext.tiny.assets --out "$VERL_EXT_TINY_ASSETS" >&2 || verl_ext_die "building the tiny assets failed"
   fi
-  local profile
-  profile="$("$PYTHON" -m verl_ext.cpu.profile --shell --assets "$assets")" || verl_ext_die "python -m verl_ext.cpu.profile failed"
-  eval "$profile"
-  [ "${#VERL_EXT_CPU_OVERRIDES[@]}" -gt 0 ] || verl_ext_die "the CPU profile defined no VERL_EXT_CPU_OVERRIDES"
+  # shellcheck source=run_scripts/cpu/profile.sh
+  source "$VERL_EXT_REPO/run_scripts/cpu/profile.sh" || verl_ext_die "run_scripts/cpu/profile.sh failed"
+  [ "${#VERL_EXT_CPU_OVERRIDES[@]}" -gt 0 ] || verl_ext_die "run_scripts/cpu/profile.sh defined no VERL_EXT_CPU_OVERRIDES"
   VERL_EXT_CPU_PROFILE_LOADED=1
 }
 
