@@ -3,6 +3,7 @@
     verl-ext list        every name verl-ext registers, its paper name, its config keys and defaults
     verl-ext doctor      is verl 0.9.1 installed, does the plugin load, are the registries complete?
     verl-ext schedule    preview the delayed_sync staleness schedule (docs/staleness.md)
+    verl-ext plot        the papers' panels from finished runs' metrics (docs/run-scripts.md)
 
 verl swallows plugin import errors, so ``doctor`` is the first thing to run when verl says
 "Unsupported loss mode".
@@ -155,10 +156,17 @@ def schedule_command(argv) -> int:
     return schedule_main(argv)
 
 
+def plot_command(argv) -> int:
+    from verl_ext.plotting import plot_main
+
+    return plot_main(argv)
+
+
 COMMANDS = {
     "list": (list_main, "list the registered algorithms, their keys and defaults"),
     "doctor": (doctor_main, "check verl's version, the plugin and the registries (non-zero exit on failure)"),
     "schedule": (schedule_command, "preview the delayed_sync staleness schedule"),
+    "plot": (plot_command, "plot the papers' panels from finished runs' metrics (docs/run-scripts.md)"),
 }
 
 
