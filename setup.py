@@ -17,6 +17,7 @@ RUNTIME = [
     "tqdm>=4.60",
     "rich>=13",
     "matplotlib>=3.7",
+    "wrapt>=1.14",
 ]
 
 # A CPU-only machine: verl's CPU extra pulls the trainer's imports (TransferQueue, uvicorn, cachetools, ...).
