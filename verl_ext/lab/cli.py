@@ -1,0 +1,182 @@
+"""``verl-ext lab``: the papers' off-policy comparisons on a laptop, through verl's real ``main_ppo``.
+
+    verl-ext lab                                   # the headline finding, a few minutes on 2 cores
+    verl-ext lab --grid clipping                   # one preset per finding of the paper (--list-grids)
+    verl-ext lab --algorithms reinforce,rec_oneside_nois --sync-interval 20 --steps 60 --seeds 2
+    verl-ext lab --algorithms rec_oneside_nois,rec_oneside_nois@0.6_2.0 --offline --json
+
+Every run is ``python -m verl.trainer.main_ppo`` with the recipe config on the CPU backend (tiny Qwen2
+model, counting task, :mod:`verl_ext.cpu`), the algorithm as registered by verl-ext, and the staleness
+set by ``trainer.v1.trainer_mode=delayed_sync``; the runs share one Ray start-up. At the end: a table per
+algorithm and setting, a PNG of the curves, and (``--json``) one JSON record per run as the last line.
+See ``docs/lab.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from verl_ext.lab.algorithms import ALGORITHMS, DEFAULT_EPSILONS, parse_algorithms
+from verl_ext.lab.grids import DEFAULT_GRID, GRIDS, Grid, grid_named
+from verl_ext.lab.plan import DEFAULT_LEARNING_RATE, DEFAULT_STEPS, LabRun, Setting, plan_runs
+from verl_ext.lab.summary import DEFAULT_TARGET
+
+CUSTOM = "custom"
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"3"`` -> [0, 1, 2] (a count); ``"0,4"`` or ``"5,"`` -> those seeds (a comma means a list)."""
+    try:
+        if "," in text:
+            seeds = [int(part) for part in text.split(",") if part.strip()]
+        else:
+            count = int(text)
+            if count < 1:
+                raise argparse.ArgumentTypeError(f"--seeds: a count must be >= 1, got {count}")
+            seeds = list(range(count))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds: a count (3) or a comma-separated list (0,4), got {text!r}") from None
+    if not seeds or any(seed < 0 for seed in seeds) or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"--seeds: distinct seeds >= 0 expected, got {text!r}")
+    return seeds
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="verl-ext lab", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="algorithms: " + ", ".join(ALGORITHMS) + "; grids: " + ", ".join(GRIDS),
+    )
+    what = parser.add_argument_group("what to run (default: --grid headline)")
+    what.add_argument("--grid", help="a preset, one per finding of the paper (see --list-grids)")
+    what.add_argument("--algorithms", help="comma-separated names, NAME@EPS_LOW_EPS_HIGH for another clipping range")
+    what.add_argument("--sync-interval", type=_positive_int, help="m: weights pushed to the rollout every m steps (default 1)")
+    what.add_argument("--sync-offset", type=_non_negative_int, help="n: each batch consumed n steps after its push (default 0)")
+    what.add_argument("--offline", action="store_true", help="never push weights after the start (the paper's stress test)")
+    what.add_argument("--epsilon-low", type=float, help=f"epsilon_low of clipped algorithms without @ (default {DEFAULT_EPSILONS[0]})")
+    what.add_argument("--epsilon-high", type=float, help=f"epsilon_high of clipped algorithms without @ (default {DEFAULT_EPSILONS[1]})")
+    how = parser.add_argument_group("how long")
+    how.add_argument("--seeds", type=parse_seeds, help="a count (3: seeds 0,1,2) or a list (0,4); default: the grid's, else 1")
+    how.add_argument("--steps", type=_positive_int, help=f"training steps per run (default: the grid's, else {DEFAULT_STEPS})")
+    how.add_argument("--lr", type=_positive_float, default=DEFAULT_LEARNING_RATE, help="actor learning rate (default %(default)g)")
+    how.add_argument("--target", type=float, default=DEFAULT_TARGET, help="target reward, fraction of the maximum (default %(default)g)")
+    how.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra Hydra override for every run (repeatable)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", type=Path, help="output folder (default outputs/lab/<grid or custom>)")
+    out.add_argument("--assets", type=Path, help="tiny assets folder (built if missing; default: verl_ext.tiny.assets's)")
+    out.add_argument("--reuse", action="store_true", help="skip runs already complete in --out with the same overrides")
+    out.add_argument("--json", action="store_true", help="print one JSON record per run as the last line")
+    out.add_argument("--dry-run", action="store_true", help="print the runs and their overrides, run nothing")
+    out.add_argument("--list-grids", action="store_true", help="print the presets and the finding each tests")
+    return parser
+
+
+def resolve_runs(args: argparse.Namespace) -> tuple[str, str, list[LabRun]]:
+    """(name, title, runs) from the parsed options; ValueError on a bad combination."""
+    custom = args.algorithms is not None or args.sync_interval is not None or args.sync_offset is not None or args.offline
+    epsilons_given = args.epsilon_low is not None or args.epsilon_high is not None
+    extra = tuple(args.override)
+    for override in extra:
+        if "=" not in override:
+            raise ValueError(f"--override {override!r}: write KEY=VALUE")
+    if args.grid is not None or not (custom or epsilons_given):
+        if custom or epsilons_given:
+            raise ValueError("--grid fixes the algorithms, settings and clipping ranges: do not combine it with "
+                             "--algorithms, --sync-interval, --sync-offset, --offline or --epsilon-low/high")
+        grid: Grid = grid_named(args.grid or DEFAULT_GRID)
+        seeds = args.seeds or list(range(grid.seeds))
+        runs = grid.runs(seeds, args.steps or grid.steps, args.lr, extra)
+        return grid.name, f"{grid.name}: {grid.finding}", runs
+    if args.offline and (args.sync_interval is not None or args.sync_offset is not None):
+        raise ValueError("--offline never pushes weights: do not combine it with --sync-interval or --sync-offset")
+    epsilons = (
+        DEFAULT_EPSILONS[0] if args.epsilon_low is None else args.epsilon_low,
+        DEFAULT_EPSILONS[1] if args.epsilon_high is None else args.epsilon_high,
+    )
+    algorithms = parse_algorithms(args.algorithms or "reinforce,rec_oneside_nois", epsilons)
+    setting = Setting(args.sync_interval or 1, args.sync_offset or 0, bool(args.offline))
+    runs = plan_runs(algorithms, [setting], args.seeds or [0], args.steps or DEFAULT_STEPS, args.lr, extra)
+    return CUSTOM, f"{', '.join(a.label for a in algorithms)} ({setting.label})", runs
+
+
+def lab_main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:  # a file or a pipe: do not wrap the table at 80 columns
+        console = Console(width=160)
+    if args.list_grids:
+        for grid in GRIDS.values():
+            cells = ", ".join(f"{cell.algorithm}{'' if cell.learning_rate_factor == 1 else f' (lr x{cell.learning_rate_factor:g})'}"
+                              f" [{cell.setting.label}]" for cell in grid.cells)
+            print(f"{grid.name} ({grid.steps} steps, {grid.seeds} seed(s)): {grid.finding}\n    {cells}")
+        return 0
+    if not 0 < args.target <= 1:
+        parser.error(f"--target must be in (0, 1], got {args.target}")
+    try:
+        name, title, runs = resolve_runs(args)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.dry_run:
+        for run in runs:
+            print(f"{run.name} ({run.steps} steps): {' '.join(run.overrides())}")
+        return 0
+
+    from verl_ext.lab.figure import plot_groups
+    from verl_ext.lab.report import json_records, markdown_table, rich_table
+    from verl_ext.lab.runner import run_lab
+    from verl_ext.lab.summary import aggregate
+    from verl_ext.tiny.assets import default_assets_dir
+
+    out_dir = (args.out or Path("outputs") / "lab" / name).resolve()
+    assets = (args.assets or default_assets_dir()).resolve()
+    console.print(f"[verl-ext lab] {len(runs)} runs of verl's main_ppo on the CPU backend -> {out_dir} "
+                  f"(log: {out_dir / 'lab.log'})", highlight=False)
+    try:
+        records = run_lab(runs, out_dir, assets, target=args.target, reuse=args.reuse, progress_console=Console(stderr=True))
+    except ValueError as error:
+        console.print(f"[red]verl-ext lab: {error}")
+        return 2
+    groups = aggregate(records)
+    console.print(rich_table(groups, args.target, title=title))
+    (out_dir / "table.md").write_text(f"{title}\n\n" + markdown_table(groups, args.target), encoding="utf-8")
+    serialisable = json_records(records)
+    (out_dir / "results.json").write_text(json.dumps(serialisable, indent=1) + "\n", encoding="utf-8")
+    figure = plot_groups(groups, out_dir / "curves.png", args.target, title=title if len(title) < 100 else name)
+    failed = [record for record in records if record["error"]]
+    for record in failed:
+        console.print(f"[red]failed: {record['algorithm']} {record['setting']} seed {record['seed']}: {record['error']}",
+                      highlight=False)
+    console.print(f"curves: {figure}\ntable: {out_dir / 'table.md'}\nrecords: {out_dir / 'results.json'}", highlight=False)
+    if args.json:
+        sys.stdout.flush()
+        print(json.dumps(serialisable), flush=True)
+    return 1 if failed else 0
+
+

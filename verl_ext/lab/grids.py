@@ -1,0 +1,126 @@
+"""The lab's presets: one grid per finding of the REC paper (``/work/shared/docs/algorithms.md``, "Findings
+the paper reports"; arXiv 2509.24203 Section 4 and Appendix B), and the short default comparison.
+
+A grid is a list of cells (algorithm, staleness setting, learning-rate factor), each run for every seed.
+The paper's off-policy settings (Appendix B.2, Figure 2) are ``sync_interval = 20`` (m = 20, n = 0) and
+``sync_offset = 10`` (m = 1, n = 10); the stress test is offline. Learning rates are the lab's ``--lr``
+times the cell's factor (the paper's B.4 sweep multiplies its rate by 2 and 5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from verl_ext.lab.algorithms import AlgorithmChoice, parse_algorithm
+from verl_ext.lab.plan import ON_POLICY, LabRun, Setting
+
+SYNC_INTERVAL_20 = Setting(sync_interval=20, sync_offset=0)
+SYNC_OFFSET_10 = Setting(sync_interval=1, sync_offset=10)
+OFFLINE = Setting(offline=True)
+
+
+@dataclass(frozen=True)
+class Cell:
+    algorithm: str  # a spec of verl_ext.lab.algorithms (NAME or NAME@EPS_LOW_EPS_HIGH)
+    setting: Setting
+    learning_rate_factor: float = 1.0
+
+
+@dataclass(frozen=True)
+class Grid:
+    name: str
+    finding: str  # what the paper reports (the claim the grid tests)
+    cells: tuple[Cell, ...]
+    steps: int
+    seeds: int
+
+    def runs(self, seeds: list[int], steps: int, learning_rate: float, extra_overrides: tuple[str, ...] = ()) -> list[LabRun]:
+        runs = [
+            LabRun(parse_algorithm(cell.algorithm), cell.setting, seed, steps, learning_rate * cell.learning_rate_factor,
+                   tuple(extra_overrides))
+            for cell in self.cells
+            for seed in seeds
+        ]
+        names = [run.name for run in runs]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"grid {self.name}: runs {', '.join(duplicates)} twice")
+        return runs
+
+
+def _cells(algorithms: list[str], settings: list[Setting], factor: float = 1.0) -> tuple[Cell, ...]:
+    return tuple(Cell(algorithm, setting, factor) for setting in settings for algorithm in algorithms)
+
+
+OFF_POLICY = [SYNC_INTERVAL_20, SYNC_OFFSET_10]
+
+GRIDS: dict[str, Grid] = {
+    grid.name: grid
+    for grid in (
+        Grid(
+            "headline",
+            "REINFORCE without clipping degrades under stale data where REC-OneSide does not (a short version of "
+            "'clipping', one seed, one setting: the lab's default)",
+            _cells(["reinforce", "rec_oneside_nois"], [SYNC_INTERVAL_20]),
+            steps=40,
+            seeds=1,
+        ),
+        Grid(
+            "clipping",
+            "REINFORCE without clipping collapses under sync_interval=20 / sync_offset=10; clipped variants do not",
+            _cells(["reinforce", "rec_oneside_nois"], OFF_POLICY),
+            steps=60,
+            seeds=2,
+        ),
+        Grid(
+            "importance_sampling",
+            "IS weighting is non-essential: REC-OneSide-IS, -NoIS and GRPO with epsilon = 0.2 track each other",
+            _cells(["rec_oneside_is", "rec_oneside_nois", "grpo"], OFF_POLICY),
+            steps=60,
+            seeds=2,
+        ),
+        Grid(
+            "epsilon",
+            "epsilon = (0.6, 2.0) converges faster than 0.2 without losing stability, and a larger learning rate "
+            "(here 2x) does not close the gap (B.4)",
+            _cells(["rec_oneside_nois", "rec_oneside_nois@0.6_2.0"], OFF_POLICY)
+            + _cells(["grpo"], OFF_POLICY, factor=2.0),
+            steps=60,
+            seeds=2,
+        ),
+        Grid(
+            "offline",
+            "offline (every batch from the initial policy): enlarged clipping speeds early training but eventually "
+            "collapses",
+            _cells(["rec_oneside_nois", "rec_oneside_nois@0.6_2.0"], [OFFLINE]),
+            steps=80,
+            seeds=2,
+        ),
+        Grid(
+            "twoside_ring",
+            "REC-TwoSide is fast early, then collapses; REC-Ring balances speed and stability",
+            _cells(["rec_twoside_is", "rec_twoside_nois", "rec_ring_nois"], OFF_POLICY),
+            steps=60,
+            seeds=2,
+        ),
+        Grid(
+            "red",
+            "RED-Drop and RED-Weight match enlarged REC-OneSide (GSM8k, Figure 4), on- and off-policy",
+            _cells(["red_drop", "red_weight", "rec_oneside_nois@0.6_2.0"], [ON_POLICY, SYNC_INTERVAL_20]),
+            steps=60,
+            seeds=2,
+        ),
+    )
+}
+
+DEFAULT_GRID = "headline"
+
+
+def grid_named(name: str) -> Grid:
+    if name not in GRIDS:
+        raise ValueError(f"unknown grid {name!r}; allowed: {', '.join(GRIDS)}")
+    return GRIDS[name]
+
+
+def algorithms_of(grid: Grid) -> list[AlgorithmChoice]:
+    return list(dict.fromkeys(parse_algorithm(cell.algorithm) for cell in grid.cells))

@@ -1,0 +1,125 @@
+"""What the lab runs: one :class:`LabRun` per (algorithm, staleness setting, seed), turned into a CPU run of
+verl's ``main_ppo`` (:class:`verl_ext.cpu.launch.CPURun`) with the recipe config.
+
+Overrides of a lab run, in order (a key set later wins), on top of the CPU profile
+(:mod:`verl_ext.cpu.profile`: tiny Qwen2 model, counting task, batch 8 prompts x 4 responses):
+
+- the algorithm (:mod:`verl_ext.lab.algorithms`);
+- the staleness setting: ``trainer.v1.trainer_mode=delayed_sync`` with ``sync_interval``, ``sync_offset``,
+  ``offline`` (``docs/staleness.md``); (1, 0) is on-policy, the same batches as verl's ``sync`` mode;
+- the learning rate and the seed (``data.seed``: the prompt order; ``actor_rollout_ref.rollout.seed``:
+  the sampling). The initial model is the same for every seed (the tiny assets' weights);
+- the KL to the initial policy, measured, not optimised: verl's KL loss against the reference model (the
+  initial weights) with coefficient 0 (``actor/kl_loss``, low-variance estimator k3, token mean over the
+  batch's responses). It costs one forward pass of the reference model per step;
+- ``extra_overrides``, any Hydra overrides the user adds (they win).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from verl_ext.lab.algorithms import AlgorithmChoice
+from verl_ext.staleness.schedule import StalenessSchedule
+
+DEFAULT_LEARNING_RATE = 1e-2
+DEFAULT_STEPS = 40
+
+KL_TO_INITIAL_OVERRIDES = (
+    "actor_rollout_ref.actor.use_kl_loss=true",
+    "actor_rollout_ref.actor.kl_loss_coef=0",
+    "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A staleness setting (arXiv 2509.24203, Appendix B.2): m = sync_interval, n = sync_offset, offline."""
+
+    sync_interval: int = 1
+    sync_offset: int = 0
+    offline: bool = False
+
+    def __post_init__(self):
+        StalenessSchedule(self.sync_interval, self.sync_offset, self.offline)  # raises on a bad value, naming it
+
+    @property
+    def label(self) -> str:
+        if self.offline:
+            return "offline"
+        if (self.sync_interval, self.sync_offset) == (1, 0):
+            return "on-policy"
+        return f"m={self.sync_interval},n={self.sync_offset}"
+
+    def overrides(self) -> list[str]:
+        return [
+            "trainer.v1.trainer_mode=delayed_sync",
+            f"trainer.v1.delayed_sync.sync_interval={self.sync_interval}",
+            f"trainer.v1.delayed_sync.sync_offset={self.sync_offset}",
+            f"trainer.v1.delayed_sync.offline={str(self.offline).lower()}",
+        ]
+
+
+ON_POLICY = Setting()
+
+
+@dataclass(frozen=True)
+class LabRun:
+    algorithm: AlgorithmChoice
+    setting: Setting = ON_POLICY
+    seed: int = 0
+    steps: int = DEFAULT_STEPS
+    learning_rate: float = DEFAULT_LEARNING_RATE
+    extra_overrides: tuple[str, ...] = field(default=())
+
+    def __post_init__(self):
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning rate must be > 0, got {self.learning_rate}")
+
+    @property
+    def name(self) -> str:
+        """A file-system-safe experiment name, unique within a lab: algorithm, setting, lr, seed."""
+        setting = "offline" if self.setting.offline else f"m{self.setting.sync_interval}n{self.setting.sync_offset}"
+        raw = f"{self.algorithm.label}-{setting}-lr{self.learning_rate:g}-seed{self.seed}"
+        return re.sub(r"[^A-Za-z0-9_.=-]", "_", raw.replace("@", "-eps"))
+
+    def overrides(self) -> tuple[str, ...]:
+        return (
+            *self.algorithm.overrides(),
+            *self.setting.overrides(),
+            f"actor_rollout_ref.actor.optim.lr={self.learning_rate}",
+            f"data.seed={self.seed}",
+            f"actor_rollout_ref.rollout.seed={self.seed}",
+            *KL_TO_INITIAL_OVERRIDES,
+            *self.extra_overrides,
+        )
+
+    def cpu_run(self):
+        from verl_ext.cpu.launch import CPURun
+
+        return CPURun(name=self.name, overrides=self.overrides(), steps=self.steps)
+
+
+def plan_runs(
+    algorithms: list[AlgorithmChoice],
+    settings: list[Setting],
+    seeds: list[int],
+    steps: int = DEFAULT_STEPS,
+    learning_rate: float = DEFAULT_LEARNING_RATE,
+    extra_overrides: tuple[str, ...] = (),
+) -> list[LabRun]:
+    """Every (setting, algorithm, seed), seeds innermost. Two runs with the same name are an error."""
+    runs = [
+        LabRun(algorithm, setting, seed, steps, learning_rate, tuple(extra_overrides))
+        for setting in settings
+        for algorithm in algorithms
+        for seed in seeds
+    ]
+    names = [run.name for run in runs]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"the lab would run {', '.join(duplicates)} twice")
+    return runs

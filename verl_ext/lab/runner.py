@@ -1,0 +1,240 @@
+"""Run the lab's CPU runs and collect what verl logged, with a progress bar.
+
+The runs go to a child process (:mod:`verl_ext.lab.session`: one Ray start-up shared by all runs, each run
+through verl's own ``main_ppo``), whose output is written to ``<out>/lab.log``. This process watches the
+files verl's file logger appends to (one line per training step, unbuffered) to drive the progress bar, and
+reads them at the end. Ctrl-C stops the child with SIGINT, which shuts its Ray cluster down.
+
+Before anything starts, every run's config is composed with Hydra (unknown keys, bad values) and its
+staleness block checked (:func:`verl_ext.staleness.config.delayed_sync_config_from`), so a typo fails in
+seconds, naming the run and the key, not after a minute of Ray start-up.
+
+With ``reuse=True`` a run whose metrics file in ``<out>`` is complete and was produced by the same overrides
+(``<out>/runs/<name>.json``) is not run again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from verl_ext.lab.plan import LabRun
+from verl_ext.lab.report import run_record
+from verl_ext.lab.session import STATUS_FILE
+from verl_ext.lab.summary import REWARD_METRIC, summarize_run
+
+POLL_SECONDS = 1.0
+STOP_GRACE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class LabPaths:
+    out_dir: Path
+
+    @property
+    def log(self) -> Path:
+        return self.out_dir / "lab.log"
+
+    @property
+    def plan(self) -> Path:
+        return self.out_dir / "plan.json"
+
+    @property
+    def status(self) -> Path:
+        return self.out_dir / STATUS_FILE
+
+    def run_description(self, run: LabRun) -> Path:
+        return self.out_dir / "runs" / f"{run.name}.json"
+
+    def metrics(self, run: LabRun) -> Path:
+        from verl_ext.cpu.launch import run_paths
+
+        return run_paths(self.out_dir, run.cpu_run())["metrics"]
+
+
+def check_runs(runs: Sequence[LabRun], out_dir: Path, assets_dir: Path) -> None:
+    """Compose every run's config (Hydra) and check its staleness block; raise ValueError naming the run."""
+    from verl_ext.cpu.launch import compose_run_config
+    from verl_ext.staleness.config import delayed_sync_config_from
+
+    for run in runs:
+        try:
+            config = compose_run_config(run.cpu_run(), out_dir, assets_dir)
+            delayed_sync_config_from(config)
+        except Exception as error:  # noqa: BLE001 -- re-raised with the run's name
+            raise ValueError(f"lab run {run.name}: bad configuration: {type(error).__name__}: {error}") from error
+
+
+def logged_training_steps(path: Path) -> int:
+    """How many steps with a reward a (possibly growing) verl file-logger JSONL holds."""
+    if not path.is_file():
+        return 0
+    count = 0
+    with path.open("rb") as handle:
+        for line in handle:
+            if line.endswith(b"\n") and REWARD_METRIC.encode() in line:
+                count += 1
+    return count
+
+
+def last_reward(path: Path) -> Optional[float]:
+    if not path.is_file():
+        return None
+    value = None
+    with path.open("rb") as handle:
+        for line in handle:
+            if line.endswith(b"\n") and REWARD_METRIC.encode() in line:
+                try:
+                    value = float(json.loads(line)["data"][REWARD_METRIC])
+                except (ValueError, KeyError, TypeError):
+                    pass
+    return value
+
+
+def read_status(path: Path) -> dict[str, dict[str, Any]]:
+    """name -> the last status record of that run (``started`` or ``finished``)."""
+    status: dict[str, dict[str, Any]] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                status[record["name"]] = record
+    return status
+
+
+def is_reusable(run: LabRun, paths: LabPaths) -> bool:
+    description = paths.run_description(run)
+    if not description.is_file():
+        return False
+    stored = json.loads(description.read_text(encoding="utf-8"))
+    return stored.get("overrides") == list(run.overrides()) and stored.get("steps") == run.steps and (
+        logged_training_steps(paths.metrics(run)) >= run.steps
+    )
+
+
+def run_lab(
+    runs: Sequence[LabRun],
+    out_dir: Path,
+    assets_dir: Path,
+    target: float,
+    reuse: bool = False,
+    progress_console=None,
+) -> list[dict[str, Any]]:
+    """Run ``runs`` (those not reusable) and return one record per run (:func:`verl_ext.lab.report.run_record`)."""
+    from verl_ext.cpu.launch import run_overrides
+    from verl_ext.cpu.run_metrics import read_step_metrics
+    from verl_ext.tiny.assets import build_tiny_assets
+
+    paths = LabPaths(Path(out_dir).resolve())
+    paths.out_dir.mkdir(parents=True, exist_ok=True)
+    build_tiny_assets(Path(assets_dir))
+    check_runs(runs, paths.out_dir, Path(assets_dir))
+    pending = [run for run in runs if not (reuse and is_reusable(run, paths))]
+    errors: dict[str, Optional[str]] = {}
+    if pending:
+        errors = _run_in_child(pending, paths, Path(assets_dir), runs, progress_console)
+        for run in pending:
+            if errors.get(run.name) is None:
+                description = {"name": run.name, "steps": run.steps, "overrides": list(run.overrides()),
+                               "all_overrides": run_overrides(run.cpu_run(), paths.out_dir, Path(assets_dir))}
+                paths.run_description(run).parent.mkdir(parents=True, exist_ok=True)
+                paths.run_description(run).write_text(json.dumps(description, indent=1) + "\n", encoding="utf-8")
+    records = []
+    for run in runs:
+        metrics = paths.metrics(run)
+        steps = read_step_metrics(metrics) if metrics.is_file() else []
+        records.append(run_record(run, summarize_run(steps, target=target), errors.get(run.name)))
+    return records
+
+
+def _run_in_child(pending, paths: LabPaths, assets_dir: Path, all_runs, progress_console) -> dict[str, Optional[str]]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    plan = {
+        "base_dir": str(paths.out_dir),
+        "assets_dir": str(Path(assets_dir).resolve()),
+        "runs": [{"name": run.name, "overrides": list(run.overrides()), "steps": run.steps} for run in pending],
+    }
+    paths.plan.write_text(json.dumps(plan, indent=1) + "\n", encoding="utf-8")
+    paths.status.unlink(missing_ok=True)
+    total_steps = sum(run.steps for run in pending)
+    with paths.log.open("w", encoding="utf-8") as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "verl_ext.lab.session", str(paths.plan)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("steps"),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[detail]}"),
+            console=progress_console,
+            transient=False,
+        )
+        try:
+            with progress:
+                task = progress.add_task("lab", total=total_steps, detail="starting Ray")
+                while child.poll() is None:
+                    _update(progress, task, pending, paths)
+                    time.sleep(POLL_SECONDS)
+                _update(progress, task, pending, paths)
+        except KeyboardInterrupt:
+            _stop(child)
+            raise
+    status = read_status(paths.status)
+    errors: dict[str, Optional[str]] = {}
+    for run in pending:
+        record = status.get(run.name)
+        if record is None or record["event"] != "finished":
+            errors[run.name] = f"not run: the lab's session process exited with status {child.returncode} (see {paths.log})"
+        elif not record["ok"]:
+            errors[run.name] = f"{record['error']} (see {paths.log})"
+        else:
+            errors[run.name] = None
+    return errors
+
+
+def _update(progress, task, pending, paths: LabPaths) -> None:
+    status = read_status(paths.status)
+    done = 0
+    detail = "starting Ray" if not status else ""
+    for index, run in enumerate(pending):
+        record = status.get(run.name)
+        if record is None:
+            continue
+        if record["event"] == "finished":
+            done += run.steps
+            continue
+        logged = logged_training_steps(paths.metrics(run))
+        done += min(logged, run.steps)
+        reward = last_reward(paths.metrics(run))
+        detail = f"run {index + 1}/{len(pending)} {run.name}" + (
+            f" reward {reward:.2f}" if reward is not None else " (starting workers)"
+        )
+    progress.update(task, completed=done, detail=detail)
+
+
+def _stop(child: subprocess.Popen) -> None:
+    if child.poll() is not None:
+        return
+    child.send_signal(signal.SIGINT)
+    try:
+        child.wait(timeout=STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        child.terminate()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
