@@ -1,13 +1,15 @@
 """verl's real ``main_ppo`` on the CPU backend, one run per algorithm family, asserting on what verl logged.
 
-Five runs share one Ray start-up (:class:`verl_ext.cpu.launch.CPURaySession`), on the tiny assets with the
-recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU profile:
+Five runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
+profile. ``rec`` + ``opmd`` goes through the quickstart (``python -m verl.trainer.main_ppo`` in a child
+process with its own Ray, as a user runs it); the other four share one Ray start-up in this process
+(:class:`verl_ext.cpu.launch.CPURaySession`):
 
 - ``rec`` + ``rec_oneside_nois`` for 2 steps, saving a checkpoint at step 2;
 - the same run resumed from that checkpoint for one more step;
 - ``red_drop`` + ``rec_reinforce`` with the actor recomputing pi_old (``bypass_mode=false``), so that
   verl logs its rollout-vs-actor probability difference;
-- ``rec`` + ``red_weight`` and ``rec`` + ``opmd``.
+- ``rec`` + ``red_weight``.
 
 Evidence comes from verl's file logger (every step's metrics) and the CPU rollout's event log (every
 weight push with the checksum of the weights the rollout then holds), never from exit codes alone.
@@ -36,8 +38,13 @@ def algorithm_overrides(family: str) -> tuple[str, ...]:
 @pytest.fixture(scope="module")
 def runs(tiny_assets, tmp_path_factory):
     from verl_ext.cpu.launch import CPURaySession, CPURun
+    from verl_ext.cpu.quickstart import run_quickstart
 
     results = {}
+    quickstart, summary = run_quickstart(
+        steps=STEPS, estimator="rec", loss="opmd", out=tmp_path_factory.mktemp("quickstart"), assets=tiny_assets, echo=False
+    )
+    results["opmd"], results["opmd_summary"] = quickstart.raise_for_error(), summary
     with CPURaySession(tmp_path_factory.mktemp("cpu_e2e"), tiny_assets) as session:
         first = session.run(
             CPURun("rec_oneside_nois", steps=STEPS, overrides=(*algorithm_overrides("rec_oneside_nois"), "trainer.save_freq=2"))
@@ -51,7 +58,7 @@ def runs(tiny_assets, tmp_path_factory):
                 overrides=(*algorithm_overrides("rec_oneside_nois"), "trainer.resume_mode=auto"),
             )
         ).raise_for_error()
-        for family in ("red_drop", "red_weight", "opmd"):
+        for family in ("red_drop", "red_weight"):
             results[family] = session.run(
                 CPURun(family, steps=STEPS, overrides=algorithm_overrides(family))
             ).raise_for_error()
@@ -136,3 +143,12 @@ def test_checkpoint_resume_continues_the_step_count_and_the_weights(runs):
     assert resumed_pushes[0]["weight_checksum"] == pushes(first)[-1]["weight_checksum"]
     assert [push["weight_version"] for push in resumed_pushes] == [STEPS, STEPS + 1]
     assert resumed_pushes[1]["weight_checksum"] != resumed_pushes[0]["weight_checksum"]
+
+
+def test_quickstart_summary_is_measured(runs):
+    summary = runs["opmd_summary"]
+    assert summary["steps"] == STEPS and summary["last_step"] == STEPS
+    assert 0.0 <= summary["reward_start"] <= 1.0 and 0.0 <= summary["reward_end"] <= 1.0
+    assert summary["steps_per_second"] > 0 and summary["startup_seconds"] > 0
+    assert summary["peak_pss_gib"] > 0.5 and summary["peak_rss_gib"] >= summary["peak_pss_gib"]
+    assert summary["command"][1:3] == ["-m", "verl.trainer.main_ppo"]

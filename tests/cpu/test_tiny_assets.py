@@ -68,32 +68,37 @@ def test_verl_reads_the_parquet_and_its_rows(tiny_assets):
 
 
 @pytest.mark.parametrize(
-    "response, truth, reward",
+    "response, truth, counting, fraction",
     [
-        ("1 2 3", "1 2 3", 1.0),
-        ("1 2", "1 2 3", 2 / 3),
-        ("1 2 3 4", "1 2 3", 0.75),  # overshoot: 3/3 correct * 3/4
-        ("2 1", "1 2", 0.0),
-        ("", "1", 0.0),
-        ("count1 and 2<|im_end|>", "1 2", 1.0),  # digits in order, whatever surrounds them
-        ("1 3", "1 2 3 4", 0.25),
+        ("1 2 3", "1 2 3", 1.0, 1.0),
+        ("1 2", "1 2 3", 2 / 3, 1.0),
+        ("1 2 3 4", "1 2 3", 0.75, 1.0),  # overshoot: 3/3 correct * 3/4
+        ("2 1", "1 2", 0.0, 1.0),
+        ("", "1", 0.0, 0.0),
+        ("count1 and 2", "1 2", 1.0, 2 / 10),  # digits in order, whatever surrounds them
+        ("1 3", "1 2 3 4", 0.25, 1.0),
+        ("user", "1", 0.0, 0.0),
     ],
 )
-def test_count_reward(response, truth, reward):
-    assert task.count_reward(response, truth) == pytest.approx(reward)
+def test_count_reward(response, truth, counting, fraction):
+    assert task.counting_score(response, truth) == pytest.approx(counting)
+    assert task.digit_fraction(response) == pytest.approx(fraction)
+    assert task.count_reward(response, truth) == pytest.approx(0.8 * counting + 0.2 * fraction)
 
 
 @settings(max_examples=60, deadline=None)
 @given(response=st.text(alphabet="0123456789 ab\n", max_size=20), count=st.integers(1, task.MAX_COUNT))
-def test_count_reward_is_a_fraction(response, count):
+def test_count_reward_is_a_fraction_and_one_only_for_the_answer(response, count):
     truth = " ".join(str(i) for i in range(1, count + 1))
     reward = task.count_reward(response, truth)
-    assert 0.0 <= reward <= 1.0
-    assert (reward == 1.0) == (task.DIGIT.findall(response) == truth.split())
+    assert 0.0 <= reward <= 1.0 + 1e-12
+    exact = task.DIGIT.findall(response) == truth.split() and not set(response) - set("0123456789 \n")
+    assert (reward > 1.0 - 1e-12) == exact
 
 
 def test_compute_score_checks_its_inputs():
-    assert task.compute_score(task.DATA_SOURCE, "1 2", "1 2") == {"score": 1.0, "exact": 1.0}
+    assert task.compute_score(task.DATA_SOURCE, "1 2", "1 2") == {"score": 1.0, "counting": 1.0, "digit_fraction": 1.0, "exact": 1.0}
+    assert task.compute_score(task.DATA_SOURCE, "1 x", "1 2")["exact"] == 0.0
     with pytest.raises(ValueError, match="data_source"):
         task.compute_score("openai/gsm8k", "1", "1")
     with pytest.raises(ValueError, match="ground truth"):
@@ -101,12 +106,12 @@ def test_compute_score_checks_its_inputs():
 
 
 def test_the_random_model_gets_a_graded_nonzero_reward(tiny_assets):
-    """Groups of 4 samples from the untrained model: some reward, and reward variance inside some groups."""
+    """Groups of 4 samples from the untrained model: some reward, and reward variance inside every group."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_assets / "model"))
     model = AutoModelForCausalLM.from_pretrained(str(tiny_assets / "model"), dtype=torch.float32).eval()
-    rows = task.make_split(16, "train", seed=0)
+    rows = task.make_split(8, "train", seed=0)
     torch.manual_seed(0)
     group_rewards = []
     for row in rows:
@@ -116,4 +121,4 @@ def test_the_random_model_gets_a_graded_nonzero_reward(tiny_assets):
         group_rewards.append([task.count_reward(r, row["reward_model"]["ground_truth"]) for r in responses])
     rewards = [reward for group in group_rewards for reward in group]
     assert 0.0 < sum(rewards) / len(rewards) < 0.5
-    assert sum(1 for group in group_rewards if len(set(group)) > 1) >= 3
+    assert all(len(set(group)) > 1 for group in group_rewards)

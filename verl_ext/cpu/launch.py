@@ -20,7 +20,6 @@ metrics), ``<name>/rollout_events.jsonl`` (the CPU rollout's weight events), ``<
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -82,6 +81,7 @@ class CPURunResult:
     log_path: Optional[Path]
     wall_seconds: float
     error: Optional[str] = None
+    measurements: Optional[Any] = None  # RunMeasurements, for child-process runs
     _steps: Optional[list[dict[str, Any]]] = field(default=None, repr=False)
 
     @property
@@ -170,28 +170,22 @@ def run_main_ppo(
 ) -> CPURunResult:
     """Run ``python -m verl.trainer.main_ppo`` for ``run`` in a child process (its own Ray cluster).
 
-    Output goes to ``<run dir>/main_ppo.log`` (and to this process's stdout too with ``echo``).
+    Output goes to ``<run dir>/main_ppo.log`` (and to this process's stdout too with ``echo``); the result
+    carries :class:`verl_ext.cpu.run_monitor.RunMeasurements` (start-up, teardown, peak memory).
     """
+    from verl_ext.cpu.run_monitor import run_and_measure
+
     paths = run_paths(base_dir, run)
     _prepare_run_dir(paths)
     env = {**os.environ, **cpu_environment(), "VERL_FILE_LOGGER_PATH": str(paths["metrics"])}
-    command = main_ppo_command(run, base_dir, assets_dir)
     started = time.perf_counter()
-    with paths["log"].open("w", encoding="utf-8") as log:
-        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert process.stdout is not None
-        for line in process.stdout:
-            log.write(line)
-            if echo:
-                sys.stdout.write(line)
-                sys.stdout.flush()
-        try:
-            returncode = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            returncode = process.wait()
-    error = None if returncode == 0 else f"main_ppo exited with status {returncode}"
-    return _result(run, paths, started, error, log=True)
+    measurements = run_and_measure(
+        main_ppo_command(run, base_dir, assets_dir), env, paths["log"], paths["metrics"], echo=echo, timeout=timeout
+    )
+    error = None if measurements.returncode == 0 else f"main_ppo exited with status {measurements.returncode}"
+    result = _result(run, paths, started, error, log=True)
+    result.measurements = measurements
+    return result
 
 
 def compose_run_config(run: CPURun, base_dir: Path, assets_dir: Path):

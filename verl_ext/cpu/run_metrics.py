@@ -49,19 +49,22 @@ def training_steps(steps: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 def summarize(steps: list[dict[str, Any]], reward_metric: str = "critic/score/mean") -> dict[str, Optional[float]]:
     """Reward at the start and the end (mean over the first / last tenth of the steps, at least one), step rate.
 
-    ``steps_per_second`` is ``1 / mean(timing_s/step)``: training time only, start-up excluded.
+    ``steps_per_second`` is ``1 / mean(timing_s/step)`` over the steps after the first (training time only:
+    the first step also waits for verl's agent-loop and reward workers to start; it is ``first_step_seconds``).
     """
     trained = training_steps(steps)
     rewards = metric_series(trained, reward_metric)
     step_times = metric_series(trained, "timing_s/step")
     window = max(1, len(rewards) // 10)
     mean = lambda values: sum(values) / len(values) if values else math.nan  # noqa: E731
+    steady = step_times[1:] or step_times
     return {
         "steps": len(trained),
         "first_step": trained[0]["step"] if trained else None,
         "last_step": trained[-1]["step"] if trained else None,
         "reward_start": mean(rewards[:window]),
         "reward_end": mean(rewards[-window:]),
-        "seconds_per_step": mean(step_times),
-        "steps_per_second": 1.0 / mean(step_times) if step_times else math.nan,
+        "first_step_seconds": step_times[0] if step_times else math.nan,
+        "seconds_per_step": mean(steady),
+        "steps_per_second": 1.0 / mean(steady) if steady else math.nan,
     }

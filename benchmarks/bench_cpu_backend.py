@@ -1,0 +1,131 @@
+"""Benchmark: the CPU backend -- the quickstart's start-up, steps per second and peak memory, the cost of a
+run inside a shared Ray session, and the rollout's batched generation.
+
+    python benchmarks/bench_cpu_backend.py [--steps 60] [--session-runs 2] [--skip-quickstart] [--skip-session]
+
+1. quickstart: ``python -m verl.trainer.main_ppo`` in a child process, exactly as
+   ``bash run_scripts/cpu/quickstart.sh`` runs it (REC-OneSide-NoIS, ``--steps`` steps): start-up (launch to
+   the training loop), first step, steady seconds per step, teardown, wall time, peak PSS and RSS of the
+   whole process tree, reward at the start and end (:mod:`verl_ext.cpu.run_monitor`).
+2. session: ``--session-runs`` runs of 2 steps in one :class:`verl_ext.cpu.launch.CPURaySession`
+   (what the e2e tests do): Ray start-up once, then the wall time of each run.
+3. generation: the CPU rollout's batched ``generate()`` (at most 12 new tokens, the untrained model's
+   own stopping) for 1, 8 and 32 requests, in-process on one thread; and the weight checksum of the model.
+
+Figures depend on the machine and on other load: the docs record them with the machine they came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def machine() -> str:
+    import psutil
+
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    return (
+        f"{platform.machine()}, {psutil.cpu_count(logical=True)} logical CPUs, "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB; load average at start {load}"
+    )
+
+
+def bench_quickstart(steps: int, assets: Path, out: Path) -> dict:
+    from verl_ext.cpu.quickstart import run_quickstart
+
+    result, summary = run_quickstart(steps=steps, out=out, assets=assets, echo=False)
+    if summary is None:
+        raise SystemExit(f"quickstart failed: {result.error}; log {result.log_path}")
+    return summary
+
+
+def bench_session(runs: int, assets: Path, out: Path) -> dict:
+    from verl_ext.cpu.launch import CPURaySession, CPURun
+
+    started = time.perf_counter()
+    walls = []
+    with CPURaySession(out, assets) as session:
+        ray_started = time.perf_counter() - started
+        for index in range(runs):
+            result = session.run(CPURun(f"session_{index}", steps=2)).raise_for_error()
+            walls.append(result.wall_seconds)
+    return {"ray_start_seconds": ray_started, "run_wall_seconds": walls, "total_seconds": time.perf_counter() - started}
+
+
+def bench_generation(assets: Path) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verl_ext.cpu.generation import SamplingRequest, generate_batch_with_log_probs
+    from verl_ext.cpu.weight_checksum import weight_checksum
+
+    torch.set_num_threads(1)
+    tokenizer = AutoTokenizer.from_pretrained(str(assets / "model"))
+    model = AutoModelForCausalLM.from_pretrained(str(assets / "model"), dtype=torch.float32).eval()
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "count 3"}], add_generation_prompt=True, tokenize=True)[
+        "input_ids"
+    ]
+    figures = {}
+    torch.manual_seed(0)
+    for batch in (1, 8, 32):
+        times, tokens = [], []
+        for _ in range(5):
+            start = time.perf_counter()
+            results = generate_batch_with_log_probs(
+                model, [prompt] * batch, [SamplingRequest(max_new_tokens=12)] * batch,
+                eos_token_ids=[tokenizer.eos_token_id, tokenizer.pad_token_id], pad_token_id=tokenizer.pad_token_id,
+            )
+            times.append(time.perf_counter() - start)
+            tokens.append(sum(len(result.token_ids) for result in results))
+        figures[f"batch_{batch}_seconds"] = statistics.median(times)
+        figures[f"batch_{batch}_tokens_per_second"] = statistics.mean(tokens) / statistics.median(times)
+    start = time.perf_counter()
+    weight_checksum(model.named_parameters())
+    figures["checksum_seconds"] = time.perf_counter() - start
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--session-runs", type=int, default=2)
+    parser.add_argument("--skip-quickstart", action="store_true")
+    parser.add_argument("--skip-session", action="store_true")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    args = parser.parse_args()
+
+    from verl_ext.tiny.assets import build_tiny_assets
+
+    figures: dict = {"machine": machine()}
+    with tempfile.TemporaryDirectory(prefix="bench_cpu_") as scratch:
+        scratch = Path(scratch)
+        assets = scratch / "assets"
+        build_tiny_assets(assets)
+        figures["generation"] = bench_generation(assets)
+        print(json.dumps({"generation": figures["generation"]}, indent=2), flush=True)
+        if not args.skip_quickstart:
+            summary = bench_quickstart(args.steps, assets, scratch / "quickstart")
+            figures["quickstart"] = {key: value for key, value in summary.items() if key not in ("command",)}
+            print(json.dumps({"quickstart": figures["quickstart"]}, indent=2), flush=True)
+        if not args.skip_session:
+            figures["session"] = bench_session(args.session_runs, assets, scratch / "session")
+            print(json.dumps({"session": figures["session"]}, indent=2), flush=True)
+    print(f"machine: {figures['machine']}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

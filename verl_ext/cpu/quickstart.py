@@ -1,0 +1,149 @@
+"""The quickstart: verl's real ``main_ppo`` on this machine's CPU, REC-OneSide-NoIS on the counting task.
+
+    bash run_scripts/cpu/quickstart.sh            (or: python -m verl_ext.cpu.quickstart [options] [-- overrides])
+
+It builds the tiny assets if they are missing (:mod:`verl_ext.tiny.assets`), prints the exact
+``python -m verl.trainer.main_ppo`` command, runs it with verl's output streamed, and ends with a summary:
+reward at the start and the end, steps per second, start-up time and peak memory
+(:mod:`verl_ext.cpu.run_monitor`). The summary is also written to ``<out>/summary.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from verl_ext.cpu.launch import CPURun, CPURunResult, main_ppo_command, run_main_ppo
+from verl_ext.cpu.run_metrics import summarize, training_steps
+
+DEFAULT_STEPS = 60
+REWARD = "critic/score/mean"
+
+
+def default_output_dir() -> Path:
+    from verl_ext.tiny.assets import default_assets_dir
+
+    return default_assets_dir().parents[1] / "outputs" / "cpu_quickstart"
+
+
+def reward_curve(steps: list[dict], buckets: int = 6) -> list[tuple[int, int, float]]:
+    """Mean reward over ``buckets`` consecutive stretches of steps: ``[(first step, last step, mean)]``."""
+    trained = [step for step in training_steps(steps) if REWARD in step]
+    if not trained:
+        return []
+    size = max(1, -(-len(trained) // buckets))
+    curve = []
+    for start in range(0, len(trained), size):
+        stretch = trained[start : start + size]
+        curve.append((stretch[0]["step"], stretch[-1]["step"], sum(s[REWARD] for s in stretch) / len(stretch)))
+    return curve
+
+
+def format_summary(summary: dict) -> str:
+    lines = [
+        "",
+        "=" * 72,
+        f"verl-ext CPU quickstart: {summary['algorithm']} on the tiny counting task",
+        "=" * 72,
+        f"  steps trained          {summary['steps']}",
+        f"  reward (score) start   {summary['reward_start']:.3f}   (mean of the first tenth of the steps)",
+        f"  reward (score) end     {summary['reward_end']:.3f}   (mean of the last tenth)",
+        "  reward by stretch      "
+        + "  ".join(f"{first}-{last}: {mean:.2f}" for first, last, mean in summary["reward_curve"]),
+        f"  steps per second       {summary['steps_per_second']:.2f}   ({summary['seconds_per_step']:.2f} s per step after the first)",
+    ]
+    if summary.get("startup_seconds") is not None:
+        lines.append(f"  start-up               {summary['startup_seconds']:.0f} s   (launch to the training loop)")
+    lines += [
+        f"  first step             {summary['first_step_seconds']:.0f} s   (waits for verl's agent-loop and reward workers)",
+        f"  wall time              {summary['wall_seconds']:.0f} s",
+        f"  peak memory            {summary['peak_pss_gib']:.1f} GiB PSS, {summary['peak_rss_gib']:.1f} GiB RSS"
+        "   (driver, Ray and every worker)",
+        f"  metrics (JSONL)        {summary['metrics_path']}",
+        f"  log                    {summary['log_path']}",
+        "=" * 72,
+    ]
+    return "\n".join(lines)
+
+
+def run_quickstart(
+    steps: int = DEFAULT_STEPS,
+    estimator: str = "rec",
+    loss: str = "rec_oneside_nois",
+    out: Optional[Path] = None,
+    assets: Optional[Path] = None,
+    echo: bool = True,
+    extra_overrides: Sequence[str] = (),
+) -> tuple[CPURunResult, Optional[dict]]:
+    """Build the assets if needed, run ``main_ppo`` in a child process, summarise it (None if it failed)."""
+    from verl_ext.tiny.assets import build_tiny_assets, default_assets_dir
+
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    assets = Path(assets or default_assets_dir()).resolve()
+    out = Path(out or default_output_dir()).resolve()
+    print(f"[verl-ext] tiny assets: {assets} (built if missing)", flush=True)
+    build_tiny_assets(assets)
+    run = CPURun(
+        name=f"{estimator}-{loss}",
+        steps=steps,
+        overrides=(
+            f"algorithm.adv_estimator={estimator}",
+            f"actor_rollout_ref.actor.policy_loss.loss_mode={loss}",
+            *extra_overrides,
+        ),
+    )
+    command = main_ppo_command(run, out, assets)
+    print("[verl-ext] running verl's trainer:\n  " + " ".join(shlex.quote(part) for part in command[1:]), flush=True)
+    result = run_main_ppo(run, out, assets, echo=echo)
+    if not result.ok:
+        return result, None
+    measurements = result.measurements
+    summary = {
+        "algorithm": f"algorithm.adv_estimator={estimator}, loss_mode={loss}",
+        **summarize(result.steps),
+        "reward_curve": reward_curve(result.steps),
+        "wall_seconds": measurements.wall_seconds,
+        "teardown_seconds": measurements.teardown_seconds,
+        "peak_rss_gib": measurements.peak_rss_bytes / 2**30,
+        "peak_pss_gib": measurements.peak_pss_bytes / 2**30,
+        "metrics_path": str(result.metrics_path),
+        "log_path": str(result.log_path),
+        "command": command,
+    }
+    summary["startup_seconds"] = measurements.startup_seconds(summary["first_step_seconds"])
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return result, summary
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        extra, argv = argv[argv.index("--") + 1 :], argv[: argv.index("--")]
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.cpu.quickstart", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"training steps (default {DEFAULT_STEPS})")
+    parser.add_argument("--estimator", default="rec", help="algorithm.adv_estimator (default rec)")
+    parser.add_argument("--loss", default="rec_oneside_nois", help="policy_loss.loss_mode (default rec_oneside_nois)")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default <repo>/outputs/cpu_quickstart)")
+    parser.add_argument("--assets", type=Path, default=None, help="tiny assets folder (default <repo>/assets/tiny)")
+    parser.add_argument("--quiet", action="store_true", help="do not stream verl's output (it is in the log)")
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error(f"--steps must be >= 1, got {args.steps}")
+    result, summary = run_quickstart(
+        args.steps, args.estimator, args.loss, args.out, args.assets, echo=not args.quiet, extra_overrides=extra
+    )
+    if summary is None:
+        print(f"[verl-ext] {result.error}; see {result.log_path}", file=sys.stderr)
+        return 1
+    print(format_summary(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Run a command and measure it the way the CPU docs report runs: start-up, teardown, peak memory.
+
+While the child runs, a sampler thread every :data:`SAMPLE_SECONDS` sums the resident memory (RSS) of the
+child and all its descendants -- with ``python -m verl.trainer.main_ppo`` that is the driver, the Ray
+cluster it starts (GCS, raylet, dashboard) and every Ray worker -- and, every :data:`PSS_EVERY` samples,
+their proportional set size (PSS: shared pages split between the processes sharing them), and notes when
+verl's file logger writes its first and last step record. Then
+
+    start-up  = (time of the first step record - launch) - timing_s/step of that first step
+    teardown  = exit - time of the last step record
+
+RSS counts pages shared between processes (torch's libraries) once per process, so its peak is an upper
+bound of the memory the run needs; PSS sums to the memory actually used (sampled less often: slower to read).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import psutil
+
+SAMPLE_SECONDS = 0.25
+PSS_EVERY = 8
+
+
+@dataclass
+class RunMeasurements:
+    returncode: int
+    wall_seconds: float
+    peak_rss_bytes: int
+    peak_pss_bytes: int
+    first_record_seconds: Optional[float]  # after launch
+    last_record_seconds: Optional[float]
+
+    def startup_seconds(self, first_step_seconds: Optional[float]) -> Optional[float]:
+        if self.first_record_seconds is None or first_step_seconds is None:
+            return None
+        return self.first_record_seconds - first_step_seconds
+
+    @property
+    def teardown_seconds(self) -> Optional[float]:
+        return None if self.last_record_seconds is None else self.wall_seconds - self.last_record_seconds
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _tree_memory(process: psutil.Process, proportional: bool) -> int:
+    """Sum of RSS (or PSS) over ``process`` and its descendants, in bytes."""
+    total = 0
+    try:
+        members = [process, *process.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    for member in members:
+        try:
+            total += member.memory_full_info().pss if proportional else member.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied, AttributeError):
+            pass
+    return total
+
+
+def _line_count(path: Path) -> int:
+    try:
+        with path.open("rb") as handle:
+            return sum(1 for _ in handle)
+    except FileNotFoundError:
+        return 0
+
+
+def run_and_measure(
+    command: Sequence[str],
+    env: dict[str, str],
+    log_path: Path,
+    metrics_path: Optional[Path] = None,
+    echo: bool = False,
+    timeout: Optional[float] = None,
+) -> RunMeasurements:
+    """Run ``command``, copy its output to ``log_path`` (and stdout with ``echo``), measure it."""
+    started = time.perf_counter()
+    state = {"peak": 0, "peak_pss": 0, "samples": 0, "first": None, "last": None, "lines": 0, "done": False}
+    process = subprocess.Popen(list(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watched = psutil.Process(process.pid)
+
+    def sample() -> None:
+        while not state["done"]:
+            if timeout is not None and time.perf_counter() - started > timeout and process.poll() is None:
+                process.kill()
+            state["peak"] = max(state["peak"], _tree_memory(watched, proportional=False))
+            if state["samples"] % PSS_EVERY == 0:
+                state["peak_pss"] = max(state["peak_pss"], _tree_memory(watched, proportional=True))
+            state["samples"] += 1
+            if metrics_path is not None:
+                lines = _line_count(metrics_path)
+                if lines > state["lines"]:
+                    now = time.perf_counter() - started
+                    state["first"] = now if state["first"] is None else state["first"]
+                    state["last"], state["lines"] = now, lines
+            time.sleep(SAMPLE_SECONDS)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("w", encoding="utf-8") as log:
+        assert process.stdout is not None
+        for line in process.stdout:
+            log.write(line)
+            if echo:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+        returncode = process.wait()
+    state["done"] = True
+    sampler.join()
+    return RunMeasurements(
+        returncode=returncode,
+        wall_seconds=time.perf_counter() - started,
+        peak_rss_bytes=state["peak"],
+        peak_pss_bytes=state["peak_pss"],
+        first_record_seconds=state["first"],
+        last_record_seconds=state["last"],
+    )
