@@ -226,6 +226,7 @@ class CPURaySession:
         self.assets_dir = Path(assets_dir).resolve()
         self.cleanup_timeout = cleanup_timeout
         self._saved_environment: dict[str, Optional[str]] = {}
+        self._saved_platform: Any = None
         self._started_ray = False
 
     def _set_environment(self) -> None:
@@ -248,6 +249,27 @@ class CPURaySession:
             else:
                 os.environ[name] = value
 
+    def _select_cpu_platform(self) -> None:
+        """Make this (driver) process's verl platform the CPU one, whatever it resolved to before.
+
+        verl resolves its platform once per process; if something imported verl's trainer before this
+        session set ``VERL_PLATFORM=cpu``, the driver would hold the CUDA platform and ``main_ppo``'s
+        ``auto_set_device`` would turn ``trainer.device`` into ``cuda``.
+        """
+        from verl.plugin.platform import platform_manager, set_platform
+
+        from verl_ext.cpu.platform import cpu_platform_class
+
+        self._saved_platform = platform_manager._current_platform
+        if not isinstance(self._saved_platform, cpu_platform_class()):
+            platform_manager._current_platform = None
+            set_platform(cpu_platform_class()())
+
+    def _restore_platform(self) -> None:
+        from verl.plugin.platform import platform_manager
+
+        platform_manager._current_platform = self._saved_platform
+
     def __enter__(self) -> "CPURaySession":
         import ray
 
@@ -255,8 +277,14 @@ class CPURaySession:
             raise RuntimeError("CPURaySession starts its own Ray cluster; Ray is already initialised in this process")
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self._set_environment()
-        config = compose_run_config(CPURun(name="ray_init"), self.base_dir, self.assets_dir)
-        ray.init(**ray_init_kwargs(config))
+        self._select_cpu_platform()
+        try:
+            config = compose_run_config(CPURun(name="ray_init"), self.base_dir, self.assets_dir)
+            ray.init(**ray_init_kwargs(config))
+        except BaseException:
+            self._restore_platform()
+            self._restore_environment()
+            raise
         self._started_ray = True
         self._total_resources = dict(ray.cluster_resources())
         return self
@@ -267,6 +295,7 @@ class CPURaySession:
         if self._started_ray:
             ray.shutdown()
             self._started_ray = False
+        self._restore_platform()
         self._restore_environment()
 
     def run(self, run: CPURun) -> CPURunResult:
@@ -297,14 +326,25 @@ class CPURaySession:
         import ray
         from ray.util.placement_group import PlacementGroup, remove_placement_group
 
+        from verl_ext.cpu.server_adapter import SERVER_NAME_PREFIX
+
         deadline = time.monotonic() + self.cleanup_timeout
         while time.monotonic() < deadline:
             for group_id, group in ray.util.placement_group_table().items():
                 if group.get("state") not in ("REMOVED",):
                     remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group_id))))
             available = ray.available_resources()
-            if all(available.get(name, 0.0) >= total - 1e-6 for name, total in self._total_resources.items()
-                   if name in ("CPU", "GPU")):
+            released = all(
+                available.get(name, 0.0) >= total - 1e-6
+                for name, total in self._total_resources.items()
+                if name in ("CPU", "GPU")
+            )
+            # the next run names its rollout server the same way: wait until the last one is gone
+            servers = [
+                actor for actor in ray.util.list_named_actors(all_namespaces=True)
+                if str(actor.get("name", "")).startswith(SERVER_NAME_PREFIX)
+            ]
+            if released and not servers:
                 return
             time.sleep(0.2)
         raise TimeoutError(
