@@ -18,6 +18,8 @@ import transfer_queue as tq
 from tensordict import TensorDict
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
+from verl_ext.staleness.pending_batches import STEP_TAG
+
 RESPONSE_LENGTH = 3
 PROMPT_IDS = [4, 6, 10, 2, 7]
 
@@ -41,17 +43,28 @@ class StandInActor:
         self.version = 0
         self._dispatch_info = {"actor": [0]}
         self.crash_at_update = crash_at_update  # simulate a crash: raise instead of this (0-based) update
+        self.current_step = lambda: None  # set by the harness: the trainer's 0-based training step
+        self.trained_steps: list[int] = []  # per update: the training step it belongs to
         self.pi_old_seen: list[float] = []  # per update: the mean pi_old log-prob the loss received
-        self.trained_uids: list[set[str]] = []  # per update: the prompt groups trained on
+        self.trained_uids: list[set[str]] = []  # per update: the prompt groups trained on (padding excluded)
         self.trained_indices: list[list[int]] = []  # per update: the dataset indices of those prompts
+        self.padding_rows: list[int] = []  # per update: verl's synthetic padding samples in the batch
+        # per update, per mini-batch: the loss normaliser verl's engine computes (sum of loss_mask, dp=1)
+        self.mini_batch_token_counts: list[list[int]] = []
+        self.padding_advantages: list[float] = []  # per update: the largest |advantage| on a padding row
         self.forward_passes = 0  # compute_log_prob calls (a forward pass over a batch)
 
     def update_actor(self, batch):
         if self.crash_at_update is not None and len(self.pi_old_seen) == self.crash_at_update:
             raise SimulatedCrash(f"stand-in actor: simulated crash at update {self.crash_at_update}")
-        self.trained_uids.append({key.split("_", 1)[0] for key in batch.keys})
-        indices = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["index"])["index"]
+        self.trained_steps.append(self.current_step())
+        padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
+        real_keys = [key for key, is_padding in zip(batch.keys, padding) if not is_padding]
+        self.trained_uids.append({key.split("_", 1)[0] for key in real_keys})
+        self.padding_rows.append(sum(padding))
+        indices = tq.kv_batch_get(keys=real_keys, partition_id=batch.partition_id, select_fields=["index"])["index"]
         self.trained_indices.append(sorted({int(index) for index in indices}))
+        self._split_like_verls_worker(batch, padding)
         data = tq.kv_batch_get(
             keys=batch.keys, partition_id=batch.partition_id, select_fields=["old_log_probs", "response_mask"]
         ).to_padded_tensor()
@@ -59,6 +72,28 @@ class StandInActor:
         self.pi_old_seen.append(float(data["old_log_probs"][mask].mean()))
         self.version += 1
         return {"metrics": {"mfu": [0.0], "pg_loss": [0.0], "grad_norm": [1.0]}}
+
+    def _split_like_verls_worker(self, batch, padding):
+        """What verl's actor worker does with the batch before the loss, on one data-parallel rank: split it
+        into mini-batches of ``mini_batch_size`` (verl's ``make_iterator``, as ``train_mini_batch``) and take
+        each mini-batch's ``loss_mask`` sum as the token-mean normaliser (the engines' ``batch_num_tokens``)."""
+        from verl.utils import tensordict_utils as tu
+
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["loss_mask", "advantages"]
+        )
+        advantages = data["advantages"].to_padded_tensor(padding=0.0).abs().amax(dim=-1)
+        flags = torch.tensor(padding, dtype=torch.bool)
+        self.padding_advantages.append(float(advantages[flags].max()) if flags.any() else 0.0)
+        info = batch.extra_info
+        mini_batches = tu.make_iterator(
+            data.select("loss_mask"),
+            mini_batch_size=info["mini_batch_size"],
+            epochs=info["epochs"],
+            seed=info["seed"],
+            dataloader_kwargs=dict(info["dataloader_kwargs"]),
+        )
+        self.mini_batch_token_counts.append([int(mini_batch["loss_mask"].values().sum()) for mini_batch in mini_batches])
 
     def compute_log_prob(self, batch):
         self.forward_passes += 1
@@ -118,13 +153,25 @@ class StandInCheckpointManager:
         self.rollout.sleep()
 
 
-class StandInAgentLoop:
-    """The agent loop manager: writes ``rollout.n`` trajectories per prompt to TransferQueue, as verl's does."""
+def session_reward(step: int | None, index: int, session: int) -> float:
+    """The default reward of response ``session`` to the prompt of dataset ``index``: 0, 1, ... in every group
+    (no group has zero variance)."""
+    return float(session)
 
-    def __init__(self, rollout: StandInRollout, n: int):
+
+class StandInAgentLoop:
+    """The agent loop manager: writes ``rollout.n`` trajectories per prompt to TransferQueue, as verl's does.
+
+    Rewards are computed here, at sampling time (verl's streaming rule-based reward): ``reward(step, index,
+    session)`` is the reward of response ``session`` to the prompt of dataset ``index`` generated for
+    training step ``step`` (the trainer's tag; None for validation), put on the response's last token.
+    """
+
+    def __init__(self, rollout: StandInRollout, n: int, reward=session_reward):
         self.rollout = rollout
         self.n = n
-        self.generated: list[dict] = []  # per prompt group: {"uid", "weights", "label"}
+        self.reward = reward
+        self.generated: list[dict] = []  # per prompt group: {"uid", "index", "step", "partition", "weights", "label"}
 
     def generate_sequences(self, batch: TensorDict) -> None:
         validate = bool(batch["validate"]) if "validate" in batch.keys() else False
@@ -133,18 +180,21 @@ class StandInAgentLoop:
         n = 1 if validate else self.n
         for row in range(len(batch)):
             uid = str(batch["uid"][row])
+            index = int(batch["index"][row])
             global_steps = int(batch["global_steps"]) if "global_steps" in batch.keys() else 0
+            step = None if validate else (tq.kv_list(partition) or {}).get(partition, {}).get(uid, {}).get(STEP_TAG)
             tq.kv_put(key=uid, partition_id=partition, tag={"status": "running"})
             for session in range(n):
                 prompts = torch.tensor(PROMPT_IDS, dtype=torch.int64)
                 responses = torch.tensor([8 + session] * RESPONSE_LENGTH, dtype=torch.int64)
                 input_ids = torch.cat([prompts, responses])
                 rm_scores = torch.zeros(RESPONSE_LENGTH)
-                rm_scores[-1] = float(session)  # rewards 0, 1, ...: non-zero advantages
+                rm_scores[-1] = self.reward(step, index, session)
                 trajectory = {
                     "prompts": prompts,
                     "responses": responses,
                     "response_mask": torch.ones(RESPONSE_LENGTH, dtype=torch.int64),
+                    "loss_mask": torch.ones(RESPONSE_LENGTH, dtype=torch.int64),  # verl's agent loop: = response_mask
                     "rollout_log_probs": torch.full((RESPONSE_LENGTH,), log_prob_at(self.rollout.weights)),
                     "rm_scores": rm_scores,
                     "input_ids": input_ids,
@@ -152,7 +202,7 @@ class StandInAgentLoop:
                     "position_ids": torch.arange(len(input_ids)),
                     "num_turns": 2,
                     "uid": uid,
-                    "index": int(batch["index"][row]),
+                    "index": index,
                     "data_source": str(batch["data_source"][row]),
                     "reward_model": batch["reward_model"][row],
                     "extra_fields": {"global_steps": self.rollout.label},
@@ -178,7 +228,8 @@ class StandInAgentLoop:
             self.generated.append(
                 {
                     "uid": uid,
-                    "index": int(batch["index"][row]),
+                    "index": index,
+                    "step": step,
                     "partition": partition,
                     "weights": self.rollout.weights,
                     "label": self.rollout.label,

@@ -4,7 +4,7 @@ verl's validate_config, and bad values are rejected with the key and the allowed
 import pytest
 from omegaconf import OmegaConf
 
-from tests.recipe_config import compose_recipe
+from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES, compose_recipe
 from verl_ext.staleness.config import DelayedSyncConfig, delayed_sync_config_from, read_delayed_sync_block
 from verl_ext.staleness.schedule import StalenessSchedule
 
@@ -28,6 +28,22 @@ def verl_validate(config):
         ),
         (("trainer.v1.delayed_sync.offline=true",), DelayedSyncConfig(offline=True)),
         (("trainer.v1.delayed_sync.measure_mismatch=false",), DelayedSyncConfig(measure_mismatch=False)),
+        (
+            ("trainer.v1.delayed_sync.zero_variance_masking=true", "trainer.v1.delayed_sync.sync_interval=10"),
+            DelayedSyncConfig(sync_interval=10, zero_variance_masking=True),
+        ),
+        # the off-policy GRPO experiment: verl's decoupled pi_old, IS weights, masking
+        (
+            (*OFFPOLICY_GRPO_OVERRIDES, "actor_rollout_ref.actor.policy_loss.loss_mode=offpolicy_grpo",
+             "trainer.v1.delayed_sync.zero_variance_masking=true"),
+            DelayedSyncConfig(zero_variance_masking=True),
+        ),
+        # a reward model in its own resource pool scores at sampling time
+        (
+            ("trainer.v1.delayed_sync.zero_variance_masking=true", "reward.reward_model.enable=true",
+             "reward.reward_model.enable_resource_pool=true"),
+            DelayedSyncConfig(zero_variance_masking=True),
+        ),
     ],
 )
 def test_each_mode_composes_and_validates(overrides, expected):
@@ -42,6 +58,7 @@ def test_recipe_defaults_are_verl_sync_semantics():
     assert config.trainer.v1.trainer_mode == "sync"  # verl's default mode is untouched
     block = read_delayed_sync_block(config.trainer.v1.delayed_sync)
     assert block == DelayedSyncConfig()
+    assert block.zero_variance_masking is False
     assert config.algorithm.rollout_correction.bypass_mode is True  # pi_old := behaviour log-probs
 
 
@@ -58,6 +75,7 @@ def test_recipe_defaults_are_verl_sync_semantics():
         ("actor_rollout_ref.hybrid_engine=false", "actor_rollout_ref.hybrid_engine=False", "true"),
         ("actor_rollout_ref.rollout.calculate_log_probs=false", "calculate_log_probs=False", "true"),
         ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.enable=True", "false with delayed_sync"),
+        ("trainer.v1.delayed_sync.zero_variance_masking=1", "zero_variance_masking=1", "true or false"),
         ("trainer.v1.sampler.sync_refill_failed_groups=true", "sync_refill_failed_groups=True", "false"),
         ("skip.rollout_tq.enable=true", "skip.rollout_tq.enable=True", "false with delayed_sync"),
         ("trainer.v1.sampler.custom_sampler.path=x.py", "custom_sampler.path='x.py'", "null with delayed_sync"),
@@ -87,3 +105,28 @@ def test_a_config_without_the_block_takes_the_defaults():
     with_block_removed = OmegaConf.to_container(config)
     del with_block_removed["trainer"]["v1"]["delayed_sync"]
     assert delayed_sync_config_from(OmegaConf.create(with_block_removed)) == DelayedSyncConfig()
+
+
+@pytest.mark.parametrize(
+    "overrides,key,allowed",
+    [
+        (("actor_rollout_ref.rollout.n=1",), "actor_rollout_ref.rollout.n=1", "an integer >= 2 with"),
+        (
+            ("reward.reward_model.enable=true",),
+            "reward.reward_model.enable_resource_pool=False",
+            "true with trainer.v1.delayed_sync.zero_variance_masking=true when reward.reward_model.enable=true",
+        ),
+    ],
+)
+def test_zero_variance_masking_needs_groups_and_rewards_at_sampling_time(overrides, key, allowed):
+    masking = "trainer.v1.delayed_sync.zero_variance_masking=true"
+    with pytest.raises(ValueError) as error:
+        delayed_sync_config_from(compose_recipe(MODE, masking, *overrides))
+    assert key in str(error.value) and f"allowed values are {allowed}" in str(error.value)
+    # the same config without masking is accepted
+    assert delayed_sync_config_from(compose_recipe(MODE, *overrides)) == DelayedSyncConfig()
+
+
+def test_verls_group_filter_error_points_to_zero_variance_masking():
+    with pytest.raises(ValueError, match="trainer.v1.delayed_sync.zero_variance_masking=true removes"):
+        delayed_sync_config_from(compose_recipe(MODE, "algorithm.filter_groups.enable=true"))

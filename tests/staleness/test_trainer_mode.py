@@ -2,152 +2,20 @@
 
 Real here: verl's PPOTrainer.fit/step/_step_once, TransferQueue (on a local Ray), the replay buffer, the
 dataloader over a parquet file, the recipe's advantage estimator, verl's metrics and file logger, verl's
-checkpoint save/load of the dataloader and TransferQueue, and the whole delayed_sync trainer. Stand-ins
-(tests/staleness/stand_ins.py): the actor worker group, the colocated rollout with its checkpoint-engine
+checkpoint save/load of the dataloader and TransferQueue, and the whole delayed_sync trainer (the harness
+is tests/staleness/fit_harness.py). Stand-ins (tests/staleness/stand_ins.py): the actor worker group, the colocated rollout with its checkpoint-engine
 manager (sleep discards the weights), the agent loop, the reward workers. End-to-end runs of verl's
 ``main_ppo`` on the CPU backend are in test_e2e_cpu.py.
 """
 
-import json
 import logging
-import os
 import shutil
 
 import pytest
-from omegaconf import OmegaConf
 
-from tests.recipe_config import compose_recipe
-from tests.staleness.stand_ins import (
-    SimulatedCrash,
-    StandInActor,
-    StandInAgentLoop,
-    StandInCheckpointManager,
-    StandInResourcePool,
-    StandInRewardLoop,
-    StandInRollout,
-    log_prob_at,
-)
+from tests.staleness.fit_harness import STEPS, TRAIN_BATCH_SIZE, Run, compose
+from tests.staleness.stand_ins import log_prob_at
 from verl_ext.staleness.schedule import StalenessSchedule
-
-TRAIN_BATCH_SIZE = 4
-ROLLOUT_N = 2
-STEPS = 7
-
-
-@pytest.fixture(scope="module")
-def transfer_queue():
-    ray = pytest.importorskip("ray")
-    import transfer_queue as tq
-
-    started_ray = not ray.is_initialized()
-    if started_ray:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
-    yield tq
-    tq.close()
-    if started_ray:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def dataset_file(tmp_path_factory):
-    """64 prompts in verl's RL parquet format; extra_info.index identifies each prompt in the data stream."""
-    from datasets import Dataset
-
-    rows = [
-        {
-            "data_source": "staleness_test",
-            "prompt": [{"role": "user", "content": f"count {index % 9 + 1}"}],
-            "ability": "count",
-            "reward_model": {"style": "rule", "ground_truth": str(index)},
-            "extra_info": {"split": "train", "index": index},
-        }
-        for index in range(64)
-    ]
-    path = tmp_path_factory.mktemp("data") / "prompts.parquet"
-    Dataset.from_list(rows).to_parquet(str(path))
-    return path
-
-
-def reset_transfer_queue(tq) -> None:
-    """Empty every partition, as a new process (a resumed run) finds it."""
-    for partition, items in (tq.kv_list() or {}).items():
-        if items:
-            tq.kv_clear(keys=list(items), partition_id=partition)
-
-
-def compose(dataset_file, tmp_path, *overrides):
-    return compose_recipe(
-        "trainer.v1.trainer_mode=delayed_sync",
-        f"data.train_files={dataset_file}",
-        f"data.val_files={dataset_file}",
-        "data.val_max_samples=4",
-        "data.max_prompt_length=64",
-        "data.dataloader_num_workers=0",
-        f"trainer.total_training_steps={STEPS}",
-        "trainer.logger=[file]",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        "trainer.save_freq=-1",
-        "trainer.resume_mode=auto",
-        f"trainer.default_local_dir={tmp_path / 'checkpoints'}",
-        "trainer.project_name=staleness",
-        *overrides,
-    )
-
-
-class Run:
-    """One call of verl's fit with the delayed_sync trainer; what the stand-ins and the logger saw."""
-
-    def __init__(self, config, tq, log_dir, experiment: str, crash_at_update: int | None = None):
-        from verl_ext.staleness.trainer import DelayedSyncTrainer
-        from verl_ext.tiny.tokenizer import build_tokenizer
-
-        reset_transfer_queue(tq)
-        config = OmegaConf.merge(config, {"trainer": {"experiment_name": experiment}})
-        self.actor = StandInActor(crash_at_update=crash_at_update)
-        self.rollout = StandInRollout(self.actor)
-        self.agent_loop = StandInAgentLoop(self.rollout, n=ROLLOUT_N)
-        trainer = DelayedSyncTrainer(config)
-        trainer.tokenizer, trainer.processor = build_tokenizer(), None
-        trainer._init_dataloader()
-        trainer._init_dump_executor()
-        trainer.actor_rollout_wg = self.actor
-        trainer.reward_loop_manager = StandInRewardLoop()
-        trainer.resource_pool_manager = StandInResourcePool()
-        trainer.checkpoint_manager = StandInCheckpointManager(self.rollout)
-        # the end of verl's PPOTrainer._setup, then the on_init_end of PPOTrainer.init
-        trainer.checkpoint_manager.sleep_replicas()
-        trainer._load_checkpoint()
-        self.start_step = trainer.global_steps
-        trainer.on_init_end()
-        self.trainer = trainer
-        self.crashed = False
-        try:
-            trainer.fit(self.agent_loop)
-        except SimulatedCrash:
-            self.crashed = True
-        finally:
-            tracking = getattr(trainer, "logger", None)
-            if tracking is not None:
-                tracking.finish()
-        with open(os.path.join(log_dir, "staleness", f"{experiment}.jsonl")) as file:
-            records = [json.loads(line) for line in file]
-        # verl logs global_steps = l + 1 for training step l
-        self.metrics = {record["step"] - 1: record["data"] for record in records if "staleness/lag" in record["data"]}
-
-    def logged(self, key: str) -> dict[int, float]:
-        return {step: values[key] for step, values in sorted(self.metrics.items())}
-
-    def trained_indices(self) -> dict[int, list[int]]:
-        """Dataset indices of the prompts trained at each step of this run."""
-        return {self.start_step + update: indices for update, indices in enumerate(self.actor.trained_indices)}
-
-
-@pytest.fixture
-def log_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("VERL_FILE_LOGGER_ROOT", str(tmp_path / "logs"))
-    return tmp_path / "logs"
 
 
 def expected_rows(schedule: StalenessSchedule, steps: range):

@@ -29,6 +29,9 @@ class DelayedSyncConfig:
     # log staleness/behaviour_minus_current_log_prob: one extra actor forward pass per step when
     # algorithm.rollout_correction.bypass_mode is true (otherwise verl's own pi_old forward is reused)
     measure_mismatch: bool = True
+    # off-policy GRPO's zero-variance masking: leave out of each step's batch every prompt group whose
+    # rewards are all equal, without drawing new prompts (the step trains on the other groups)
+    zero_variance_masking: bool = False
 
     def schedule(self) -> StalenessSchedule:
         return StalenessSchedule(
@@ -41,6 +44,7 @@ _ALLOWED = {
     "sync_offset": "an integer >= 0",
     "offline": "true or false",
     "measure_mismatch": "true or false",
+    "zero_variance_masking": "true or false",
 }
 
 
@@ -73,7 +77,7 @@ def read_delayed_sync_block(block: Any) -> DelayedSyncConfig:
         _reject(f"{CONFIG_KEY}.sync_interval", values["sync_interval"], _ALLOWED["sync_interval"])
     if not _is_int(values["sync_offset"]) or values["sync_offset"] < 0:
         _reject(f"{CONFIG_KEY}.sync_offset", values["sync_offset"], _ALLOWED["sync_offset"])
-    for key in ("offline", "measure_mismatch"):
+    for key in ("offline", "measure_mismatch", "zero_variance_masking"):
         if not isinstance(values[key], bool):
             _reject(f"{CONFIG_KEY}.{key}", values[key], _ALLOWED[key])
     return DelayedSyncConfig(**values)
@@ -108,7 +112,10 @@ def delayed_sync_config_from(config: DictConfig) -> DelayedSyncConfig:
             "algorithm.filter_groups.enable",
             False,
             "false with delayed_sync",
-            "Group filtering refills prompts mid-step, when the rollout engine holds no weights.",
+            (
+                "Group filtering refills prompts mid-step, when the rollout engine holds no weights; "
+                f"{CONFIG_KEY}.zero_variance_masking=true removes zero-variance groups without refilling."
+            ),
         ),
         (
             "trainer.v1.sampler.sync_refill_failed_groups",
@@ -131,4 +138,29 @@ def delayed_sync_config_from(config: DictConfig) -> DelayedSyncConfig:
         value = OmegaConf.select(config, key, default=None)
         if value:
             _reject(key, value, "null with delayed_sync", "The mode selects each step's batch itself.")
+    if block.zero_variance_masking:
+        _check_zero_variance_masking(config)
     return block
+
+
+def _check_zero_variance_masking(config: DictConfig) -> None:
+    """Masking reads each group's rewards when the batch is sampled, and needs groups of two or more."""
+    why = f"with {CONFIG_KEY}.zero_variance_masking=true"
+    reward_model_enabled = bool(OmegaConf.select(config, "reward.reward_model.enable", default=False))
+    separate_pool = bool(OmegaConf.select(config, "reward.reward_model.enable_resource_pool", default=False))
+    if reward_model_enabled and not separate_pool:
+        _reject(
+            "reward.reward_model.enable_resource_pool",
+            False,
+            f"true {why} when reward.reward_model.enable=true",
+            "A colocated reward model scores the batch only after it is sampled; masking needs the rewards at "
+            "sampling time (rule-based rewards, or a reward model in its own resource pool).",
+        )
+    group_size = OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=1)
+    if not _is_int(group_size) or group_size < 2:
+        _reject(
+            "actor_rollout_ref.rollout.n",
+            group_size,
+            f"an integer >= 2 {why}",
+            "A group of one response has no reward variance to measure.",
+        )

@@ -13,8 +13,9 @@ Call order inside verl's ``PPOTrainer.fit`` (one training step l = global_steps 
   start-up must generate.
 - ``on_train_begin``: generate the start-up batches: the first interval(s) at a fresh start; after a
   resume only what the checkpoint lacks (see :meth:`DelayedSyncTrainer._plan_start_up`).
-- ``step``: the replay buffer hands out the batch tagged for step l; pi_old is the behaviour log-prob
-  (``algorithm.rollout_correction.bypass_mode``); the staleness metrics are measured on the batch.
+- ``step``: the replay buffer hands out the batch tagged for step l, less its zero-variance groups with
+  ``zero_variance_masking`` (no update at all when every group is removed); pi_old is the behaviour
+  log-prob (``algorithm.rollout_correction.bypass_mode``); the staleness metrics are measured on the batch.
 - checkpoint save (verl saves the TransferQueue, hence the pending batches, for every mode but ``sync``).
 - ``on_step_end``: at a sync point push version l + 1 and generate its batches.
 - ``on_validate_begin``/``on_validate_end``: validation evaluates the current weights (one extra push when
@@ -42,7 +43,7 @@ from verl_ext.staleness.pending_batches import (
     TERMINAL_STATUSES,
     read_pending_batches,
 )
-from verl_ext.staleness.replay_buffer import TRAIN_PARTITION, ScheduledReplayBuffer
+from verl_ext.staleness.replay_buffer import TRAIN_PARTITION, PreparedStep, ScheduledReplayBuffer
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -57,6 +58,8 @@ METRIC_WEIGHT_SYNCS = "staleness/weight_syncs"
 METRIC_SYNCED = "staleness/synced"
 METRIC_WEIGHT_PUSHES = "staleness/weight_pushes"
 METRIC_MISMATCH = "staleness/behaviour_minus_current_log_prob"
+METRIC_ZERO_VARIANCE_REMOVED = "staleness/zero_variance_groups_removed"
+METRIC_ZERO_VARIANCE_FRACTION = "staleness/zero_variance_groups_removed_fraction"
 
 
 @register_trainer(TRAINER_MODE)
@@ -76,6 +79,8 @@ class DelayedSyncTrainer(PPOTrainer):
         self._rollout_version: int | None = None
         self._in_training_loop = False
         self._start_up_steps: list[int] = []
+        # the prompt groups of the step being trained (after zero-variance masking)
+        self._prepared_step: PreparedStep | None = None
 
     # ------------------------------------------------------------------ verl hooks
 
@@ -90,6 +95,7 @@ class DelayedSyncTrainer(PPOTrainer):
             refill_fn=None,  # never refills: the config check rejects group filtering and failed-group refill
             train_batch_size=self.config.data.train_batch_size,
             gen_batch_size=self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size,
+            zero_variance_masking=self.delayed_sync.zero_variance_masking,
         )
 
     def _init_dataloader(self):
@@ -128,9 +134,6 @@ class DelayedSyncTrainer(PPOTrainer):
         # Nothing to submit: this step's batch was generated right after the push of its version.
         return {}
 
-    def on_sample_begin(self):
-        self.replay_buffer.step_to_sample = self.global_steps - 1
-
     def on_sample_end(self):
         # The engine already sleeps (it went to sleep right after generating this interval's batches).
         if self.curr_step_profile:
@@ -138,8 +141,46 @@ class DelayedSyncTrainer(PPOTrainer):
 
     def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
         batch = super().step(metrics, timing_raw)
-        metrics.update(self._staleness_metrics(batch))
+        metrics.update(self._staleness_metrics())
         return batch
+
+    def _step_once(self, metrics: dict, timing_raw: dict, sample_batch_size: int) -> KVBatchMeta:
+        """verl's step (sample, old log-probs, advantages, update) on this step's groups after masking.
+
+        When zero-variance masking removed every group there is nothing to learn from: the step makes no
+        forward pass, no optimizer step and no learning-rate scheduler step. It returns the removed groups
+        as its batch, untouched, only so that verl clears them from the TransferQueue at the end of the step.
+        The step still counts in the schedule (lags, sync points and pushes are unchanged), so the
+        policy version after it holds the same weights as the one before.
+        """
+        step = self.global_steps - 1
+        prepared = self.replay_buffer.prepare_step(step, sample_batch_size)
+        self._prepared_step = prepared
+        if self.delayed_sync.zero_variance_masking:
+            metrics[METRIC_ZERO_VARIANCE_REMOVED] = float(len(prepared.removed_uids))
+            metrics[METRIC_ZERO_VARIANCE_FRACTION] = len(prepared.removed_uids) / prepared.group_count
+        if prepared.update_skipped:
+            logger.warning(
+                f"delayed_sync: every one of the {prepared.group_count} prompt groups of step {step} has "
+                "zero reward variance; no update at this step"
+            )
+            batch, _ = self.replay_buffer.sample(self.global_steps, TRAIN_PARTITION, sample_batch_size)
+            self.on_sample_end()  # as after verl's own sampling (stops the rollout profiler of this step)
+            return batch
+        return super()._step_once(metrics, timing_raw, sample_batch_size)
+
+    def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
+        if self._prepared_step is not None and self._prepared_step.update_skipped:
+            # no update: the batch has no advantages, log-probs or update metrics for verl's batch metrics
+            metrics.update({"training/global_step": global_steps, "training/epoch": epoch})
+            metrics.update({f"timing_s/{name}": value for name, value in timing_raw.items()})
+            return
+        super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+
+    def _log_rollout_data(self, batch: KVBatchMeta, timing_raw: dict, rollout_data_dir: str):
+        if self._prepared_step is not None and self._prepared_step.update_skipped:
+            return  # nothing was trained at this step
+        super()._log_rollout_data(batch, timing_raw, rollout_data_dir)
 
     def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         batch = super()._compute_old_log_prob(batch, metrics)
@@ -346,17 +387,19 @@ class DelayedSyncTrainer(PPOTrainer):
 
     # ------------------------------------------------------------------ measurements
 
-    def _staleness_metrics(self, batch: KVBatchMeta) -> dict:
+    def _staleness_metrics(self) -> dict:
         """staleness/behaviour_version and staleness/lag of this step's batch, as the rollout reported them.
 
         The version is the one the rollout engine stamped on each trajectory (verl's ``max_global_steps``
         tag: the label of the last weight push it received); when a rollout does not stamp it, the version
-        the trainer pushed before generating the batch (the prompt tag) is used.
+        the trainer pushed before generating the batch (the prompt tag) is used. All the step's groups
+        count, those removed by zero-variance masking included: they were generated together.
         """
         step = self.global_steps - 1
-        versions = [tag.get("max_global_steps") for tag in batch.tags if not tag.get("is_padding", False)]
+        prepared = self._prepared_step
+        versions = [tag.get("max_global_steps") for tag in prepared.trajectory_tags]
         if not versions or any(version is None for version in versions):
-            versions = [tag.get(BEHAVIOUR_VERSION_TAG) for tag in self.replay_buffer.selected_prompt_tags]
+            versions = [tag.get(BEHAVIOUR_VERSION_TAG) for tag in prepared.prompt_tags]
         behaviour_version = float(np.mean(versions))
         if min(versions) != max(versions):
             logger.warning(f"delayed_sync: the batch of step {step} mixes behaviour versions {sorted(set(versions))}")

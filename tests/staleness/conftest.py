@@ -1,0 +1,47 @@
+"""Fixtures of the delayed_sync tests that run verl's real ``fit`` loop (tests/staleness/fit_harness.py)."""
+
+import pytest
+from omegaconf import OmegaConf
+
+
+@pytest.fixture(scope="package")
+def transfer_queue():
+    """verl's TransferQueue on a local Ray, started once for this folder and stopped after its last test."""
+    ray = pytest.importorskip("ray")
+    import transfer_queue as tq
+
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+    yield tq
+    tq.close()
+    if started_ray:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="package")
+def dataset_file(tmp_path_factory):
+    """64 prompts in verl's RL parquet format; extra_info.index identifies each prompt in the data stream."""
+    from datasets import Dataset
+
+    rows = [
+        {
+            "data_source": "staleness_test",
+            "prompt": [{"role": "user", "content": f"count {index % 9 + 1}"}],
+            "ability": "count",
+            "reward_model": {"style": "rule", "ground_truth": str(index)},
+            "extra_info": {"split": "train", "index": index},
+        }
+        for index in range(64)
+    ]
+    path = tmp_path_factory.mktemp("data") / "prompts.parquet"
+    Dataset.from_list(rows).to_parquet(str(path))
+    return path
+
+
+@pytest.fixture
+def log_dir(tmp_path, monkeypatch):
+    """Where verl's file logger writes each run's metrics (``<log_dir>/staleness/<experiment>.jsonl``)."""
+    monkeypatch.setenv("VERL_FILE_LOGGER_ROOT", str(tmp_path / "logs"))
+    return tmp_path / "logs"
