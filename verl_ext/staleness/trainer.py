@@ -35,6 +35,7 @@ from verl.trainer.ppo.v1.trainer_base import PPOTrainer, register_trainer
 from verl.utils.debug import marked_timer
 from verl.workers.utils.padding import response_from_nested
 
+from verl_ext import step_metrics
 from verl_ext.staleness.config import TRAINER_MODE, delayed_sync_config_from
 from verl_ext.staleness.mismatch import mean_behaviour_minus_current_log_prob
 from verl_ext.staleness.pending_batches import (
@@ -168,6 +169,13 @@ class DelayedSyncTrainer(PPOTrainer):
             self.on_sample_end()  # as after verl's own sampling (stops the rollout profiler of this step)
             return batch
         return super()._step_once(metrics, timing_raw, sample_batch_size)
+
+    def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        # verl's estimators return only (advantages, returns); verl-ext's record their own metrics
+        # (RED-Drop's dropped fraction) in verl_ext.step_metrics, in this process
+        batch = super()._compute_advantage(batch, metrics)
+        metrics.update(step_metrics.pop_all())
+        return batch
 
     def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
         if self._prepared_step is not None and self._prepared_step.update_skipped:
