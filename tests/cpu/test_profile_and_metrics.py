@@ -76,3 +76,12 @@ def test_step_metrics_merge_records_of_a_step_and_name_a_bad_line(tmp_path):
     path.write_text(path.read_text() + "{not json\n")
     with pytest.raises(ValueError, match="line 5"):
         read_step_metrics(path)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [({"name": "has space"}, "name"), ({"name": "x", "steps": 0}, "steps"), ({"name": "x", "overrides": "a=1"}, "sequence")],
+)
+def test_bad_runs_are_refused_before_anything_starts(kwargs, error):
+    with pytest.raises((ValueError, TypeError), match=error):
+        CPURun(**kwargs)

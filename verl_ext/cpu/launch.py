@@ -8,8 +8,8 @@ run's own overrides; a key set later wins):
 - :class:`CPURaySession` starts Ray once in this process and runs each config through verl's own
   ``verl.trainer.main_ppo.main`` (the function Hydra wraps; passed a composed config it runs it as is),
   which sees Ray already initialised and only creates its TaskRunner. Between runs it waits until the
-  previous run's actors are gone. This saves Ray's start and stop (about 8 s and 20 s on two cores) per
-  run; the workers themselves (trainer, rollout server, agent-loop and reward workers) are new processes
+  previous run's actors are gone. This saves Ray's start and stop (about 10 s and 5-20 s on two cores)
+  per run; the workers themselves (trainer, rollout server, agent-loop and reward workers) are new processes
   for every run -- verl creates them in each TaskRunner, so they cannot be shared.
 
 Each run writes into ``<base_dir>/<project>/``: ``<name>.jsonl`` (verl's file logger: every step's
@@ -20,6 +20,7 @@ metrics), ``<name>/rollout_events.jsonl`` (the CPU rollout's weight events), ``<
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -64,6 +65,14 @@ class CPURun:
     config_name: str = RECIPE_CONFIG_NAME
     config_dir: Optional[Path] = None  # default: the recipe's for rec_trainer, verl's for ppo_trainer
     checkpoint_dir: Optional[Path] = None  # default: <run dir>/checkpoints; share it to resume a run
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.name):
+            raise ValueError(f"CPURun name {self.name!r}: use letters, digits, '_', '.', '-' (it names files and a Hydra value)")
+        if not isinstance(self.steps, int) or self.steps < 1:
+            raise ValueError(f"CPURun {self.name!r}: steps must be an integer >= 1, got {self.steps!r}")
+        if isinstance(self.overrides, str):
+            raise TypeError(f"CPURun {self.name!r}: overrides must be a sequence of 'key=value' strings, not one string")
 
     def resolved_config_dir(self) -> Path:
         if self.config_dir is not None:

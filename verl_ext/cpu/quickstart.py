@@ -98,7 +98,7 @@ def run_quickstart(
         ),
     )
     command = main_ppo_command(run, out, assets)
-    print("[verl-ext] running verl's trainer:\n  " + " ".join(shlex.quote(part) for part in command[1:]), flush=True)
+    print("[verl-ext] running verl's trainer:\n  " + shlex.join(command), flush=True)
     result = run_main_ppo(run, out, assets, echo=echo)
     if not result.ok:
         return result, None

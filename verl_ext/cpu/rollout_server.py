@@ -60,8 +60,8 @@ ALLOCATED = "allocated"  # re-allocated by wake_up(tags=["weights"]), uninitiali
 USABLE_WEIGHTS = (CHECKPOINT, PUSHED)
 
 
-DEFAULT_MAX_BATCH_SIZE = 64
-DEFAULT_BATCH_WAIT_SECONDS = 0.01
+DEFAULT_MAX_BATCH_SIZE = 64  # requests generated together in one left-padded generate() call
+DEFAULT_BATCH_WAIT_SECONDS = 0.01  # how long the first queued request waits for others to join its batch
 
 
 class RolloutWeightsUnavailable(RuntimeError):
@@ -70,10 +70,12 @@ class RolloutWeightsUnavailable(RuntimeError):
 
 @dataclass
 class PendingRequest:
+    """A request waiting for the batcher; ``result`` receives (generation, weight checksum, weight version)."""
+
     request_id: str
     prompt_ids: list[int]
     request: SamplingRequest
-    result: "asyncio.Future[GenerationResult]"
+    result: "asyncio.Future[tuple[GenerationResult, Optional[str], Optional[int]]]"
 
 
 def engine_options(rollout_config: Any) -> dict[str, Any]:
