@@ -3,7 +3,8 @@
 The CPU rollout keeps vLLM's contract (``free_cache_engine=True``: sleep discards the weights, generating
 before the next push raises) and logs every weight event with a checksum of the weights it holds
 (:mod:`verl_ext.cpu.rollout_events`). Three runs share one Ray start-up (:class:`CPURaySession`):
-(3, 1) over 7 steps with checkpoints, a resume from its mid-interval checkpoint, and offline.
+(3, 1) over 7 steps with checkpoints, a resume from its mid-interval checkpoint, and offline with
+zero-variance masking (a reward that is constant for the odd prompts, tests/staleness/odd_count_reward.py).
 """
 
 import json
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.staleness import odd_count_reward
 from verl_ext.staleness.schedule import StalenessSchedule
 
 pytestmark = pytest.mark.e2e
@@ -35,6 +37,11 @@ COMMON = (
     *SMALL_BATCHES,
 )
 KNOBS = ("trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1")
+ZERO_VARIANCE_MASKING = (
+    "trainer.v1.delayed_sync.zero_variance_masking=true",
+    f"reward.custom_reward_function.path={Path(odd_count_reward.__file__).resolve()}",
+    "reward.custom_reward_function.name=compute_score",
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +52,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("staleness_e2e")
     assets = root / "assets"
     build_tiny_assets(assets)
-    dumps = {name: root / "dumps" / name for name in ("uninterrupted", "resumed")}
+    dumps = {name: root / "dumps" / name for name in ("uninterrupted", "resumed", "offline")}
     with launch.CPURaySession(root / "runs", assets) as session:
         uninterrupted = session.run(
             launch.CPURun(
@@ -69,7 +76,16 @@ def runs(tmp_path_factory):
             )
         ).raise_for_error()
         offline = session.run(
-            launch.CPURun(name="offline", steps=OFFLINE_STEPS, overrides=(*COMMON, "trainer.v1.delayed_sync.offline=true"))
+            launch.CPURun(
+                name="offline",
+                steps=OFFLINE_STEPS,
+                overrides=(
+                    *COMMON,
+                    "trainer.v1.delayed_sync.offline=true",
+                    *ZERO_VARIANCE_MASKING,
+                    f"trainer.rollout_data_dir={dumps['offline']}",
+                ),
+            )
         ).raise_for_error()
     for result in (uninterrupted, resumed, offline):
         print(f"{result.run.name}: {result.wall_seconds:.0f} s")
@@ -175,3 +191,33 @@ def test_offline_never_pushes_after_the_start(runs):
     # every batch was generated at the start, with the initial weights
     assert served_after_each_push(result) == [OFFLINE_STEPS * requests_per_batch()]
     check_checksums_change_only_at_pushes(result)
+
+
+def test_zero_variance_masking_trains_on_the_other_groups(runs):
+    """Offline run with masking: the odd prompts' groups (constant reward) never reach the actor; the real
+    FSDP worker trains on the rest, padded by verl to whole mini-batches; a step with no group left
+    makes no update."""
+    result = runs["offline"]
+    removed = per_step(result, "staleness/zero_variance_groups_removed")
+    assert set(removed) == set(range(OFFLINE_STEPS))
+    responses_per_mini_batch = TRAIN_BATCH_SIZE * ROLLOUT_N  # ppo_mini_batch_size x rollout.n
+    trained_group_counts = []
+    for step in range(OFFLINE_STEPS):
+        dump = runs["dumps"]["offline"] / f"{step + 1}.jsonl"
+        if removed[step] == TRAIN_BATCH_SIZE:
+            assert not dump.exists()  # nothing trained, nothing dumped
+            trained_group_counts.append(0)
+            continue
+        rows = [json.loads(line) for line in dump.read_text().splitlines()]
+        real = [row for row in rows if not row["uid"].startswith("pad")]
+        groups = Counter(row["uid"].split("_", 1)[0] for row in real)
+        assert set(groups.values()) == {ROLLOUT_N}
+        assert len(groups) + removed[step] == TRAIN_BATCH_SIZE
+        assert all(odd_count_reward.target_count(row["gts"]) % 2 == 0 for row in real)  # odd ones all removed
+        assert len(rows) - len(real) == -len(real) % responses_per_mini_batch  # verl's zero-loss padding
+        trained_group_counts.append(len(groups))
+    grad_norms = per_step(result, "actor/grad_norm")
+    assert sorted(grad_norms) == [step for step in range(OFFLINE_STEPS) if trained_group_counts[step] > 0]
+    assert all(norm > 0 for norm in grad_norms.values())
+    # the run covered a partial batch (padding on the real worker)
+    assert any(0 < count < TRAIN_BATCH_SIZE for count in trained_group_counts), trained_group_counts
