@@ -132,6 +132,13 @@ def run_checks(config) -> tuple[dict, list[str]]:
             from verl_ext.staleness.config import delayed_sync_config_from
 
             delayed_sync_config_from(config)
+    delayed_sync = trainer.get("use_v1", True) and trainer["v1"]["trainer_mode"] == "delayed_sync"
+    if OmegaConf.select(config, "trainer.v1.delayed_sync.zero_variance_masking", default=False) and not delayed_sync:
+        raise ValueError(
+            "trainer.v1.delayed_sync.zero_variance_masking=true does nothing outside trainer.v1.trainer_mode=delayed_sync "
+            f"(trainer.use_v1={trainer.get('use_v1', True)}, trainer_mode={trainer['v1']['trainer_mode']}): use "
+            "delayed_sync, or verl's own algorithm.filter_groups.enable=true (which draws new prompts to refill)"
+        )
     get_custom_reward_fn(config)
     check_batch_arithmetic(resolved)
     return resolved, warnings_for(resolved)
@@ -206,7 +213,11 @@ SUMMARY_KEYS = {
         "trainer.v1.delayed_sync.sync_offset",
         "trainer.v1.delayed_sync.offline",
     ),
-    "zero-variance masking": ("algorithm.filter_groups.enable", "algorithm.filter_groups.metric"),
+    "zero-variance masking": (
+        "trainer.v1.delayed_sync.zero_variance_masking",
+        "algorithm.filter_groups.enable",
+        "algorithm.filter_groups.metric",
+    ),
     "batch": (
         "data.train_batch_size",
         "actor_rollout_ref.rollout.n",
@@ -300,7 +311,9 @@ def summarize(resolved: dict) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         "recomputed by the current actor (bypass_mode=false) " + pairs("algorithm.rollout_correction.rollout_is", "algorithm.rollout_correction.rollout_is_threshold"),
     ))
     lines.append(("staleness", _staleness_line(s)))
-    if s["algorithm.filter_groups.enable"]:
+    if s["trainer.v1.delayed_sync.zero_variance_masking"] and s["trainer.v1.trainer_mode"] == "delayed_sync":
+        lines.append(("zero-variance masking", "on (delayed_sync: equal-reward groups leave the batch, no refill)"))
+    elif s["algorithm.filter_groups.enable"]:
         lines.append(("zero-variance masking", f"on (verl's group filter, metric={s['algorithm.filter_groups.metric']})"))
     prompts, group = s["data.train_batch_size"], s["actor_rollout_ref.rollout.n"]
     lines.append((

@@ -3,14 +3,14 @@
 # every v=10 steps (sync_interval_10) against v=1 (on_policy), one gradient step per batch (i=1), group size
 # G=16 as in that paper; the other hyperparameters are the REC paper's GSM8k column (Table 1).
 #
-# Zero-variance masking (verl's DAPO group filter, ZERO_VARIANCE_MASKING=1) is off by default: verl-ext's
-# delayed_sync trainer mode rejects algorithm.filter_groups.enable=true (the filter refills prompts mid-step,
-# when the rollout engine holds no weights). With GRPO's std-normalised advantages a zero-variance group has
-# advantage 0 and gives no gradient anyway; the filter changes only the token normaliser (docs/run-scripts.md).
+# Zero-variance masking is on in both runs, as in that paper: every group whose rewards are all equal leaves
+# the step's batch, without new prompts (trainer.v1.delayed_sync.zero_variance_masking; run names end in -zvm;
+# ZERO_VARIANCE_MASKING=0 turns it off). See docs/run-scripts.md and docs/staleness.md.
 #
 # Restrict the grid with SETTINGS=...; extra arguments are Hydra overrides for every run. Modes:
 # VERL_EXT_DRY_RUN=1, VERL_EXT_CPU_SMOKE=1 (docs/run-scripts.md). Plot: verl-ext plot outputs/metrics/gsm8k-offpolicy-grpo
 VERL_EXT_SCRIPT="run_scripts/gsm8k/offpolicy_grpo.sh" VERL_EXT_SCRIPT_ARGS="$*"
+: "${ZERO_VARIANCE_MASKING:=1}"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 verl_ext_figure gsm8k-offpolicy-grpo gsm8k-qwen2.5-1.5b \
   "offpolicy_grpo" \

@@ -12,7 +12,8 @@
 #   MODEL_PATH [the profile's hub model]   DATA_DIR [<repo>/data]   RAW_DATA_PATH [download from the hub]
 #   N_GPUS_PER_NODE [8]   NNODES [1]   PROJECT_NAME [the figure]   EXPERIMENT_NAME [<algorithm>-<setting>]
 #   LOGGER [console,file; "file" is always added]   OUTPUT_DIR [<repo>/outputs: metrics, checkpoints]
-#   TOTAL_STEPS [the profile's]   KL_TO_INITIAL [1]   ZERO_VARIANCE_MASKING [0]   PYTHON [python]
+#   TOTAL_STEPS [the profile's]   KL_TO_INITIAL [1]   ZERO_VARIANCE_MASKING [0; 1 in gsm8k/offpolicy_grpo.sh]
+#   PYTHON [python]
 #   ALGORITHMS, SETTINGS, LEARNING_RATES: restrict a figure script's grid; CONTINUE_ON_ERROR [0]
 
 VERL_EXT_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -81,11 +82,16 @@ verl_ext_build_cell() {
     VERL_EXT_CELL+=("actor_rollout_ref.actor.optim.lr=$learning_rate")
     VERL_EXT_RUN_LABEL="$ALGORITHM_LABEL-lr$learning_rate"
   fi
-  if [ "${ZERO_VARIANCE_MASKING:-0}" = 1 ]; then
-    # verl's DAPO group filter drops every group whose rewards are all equal (docs/algorithms.md)
-    VERL_EXT_CELL+=("algorithm.filter_groups.enable=true" "algorithm.filter_groups.metric=reward")
-    VERL_EXT_RUN_LABEL="$VERL_EXT_RUN_LABEL-zvm"
-  fi
+  case "${ZERO_VARIANCE_MASKING:-0}" in
+    0) ;;
+    1)
+      # off-policy GRPO's zero-variance masking in the delayed_sync trainer: groups whose rewards are all
+      # equal leave each step's batch, no prompts are drawn to replace them (docs/staleness.md)
+      VERL_EXT_CELL+=("trainer.v1.delayed_sync.zero_variance_masking=true")
+      VERL_EXT_RUN_LABEL="$VERL_EXT_RUN_LABEL-zvm"
+      ;;
+    *) verl_ext_die "ZERO_VARIANCE_MASKING='$ZERO_VARIANCE_MASKING' must be 0 or 1" ;;
+  esac
   VERL_EXT_RUN_PROFILE="$PROFILE_NAME"
   VERL_EXT_RUN_DATASET="$PROFILE_DATASET"
   VERL_EXT_RUN_VAL_FILE="$PROFILE_VAL_FILE"

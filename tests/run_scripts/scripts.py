@@ -28,7 +28,8 @@ FIGURE_GRIDS = {
         [(f"{a}-lr{lr}", "sync_interval_20") for a in ("grpo", "rec_oneside_nois-eps0.6_2.0") for lr in ("2e-6", "5e-6", "1e-5")],
     ),
     "gsm8k/figure10_opmd_asymre.sh": ("gsm8k-figure10", [(a, s) for a in ("opmd", "asymre") for s in FIGURE2_SETTINGS]),
-    "gsm8k/offpolicy_grpo.sh": ("gsm8k-offpolicy-grpo", [("offpolicy_grpo", "on_policy"), ("offpolicy_grpo", "sync_interval_10")]),
+    # zero-variance masking on by default (-zvm)
+    "gsm8k/offpolicy_grpo.sh": ("gsm8k-offpolicy-grpo", [("offpolicy_grpo-zvm", "on_policy"), ("offpolicy_grpo-zvm", "sync_interval_10")]),
     "toolace/figure3_rec.sh": (
         "toolace-figure3",
         [

@@ -29,15 +29,16 @@ def smoke(tmp_path, script, **env):
 def test_offpolicy_grpo_script_runs_on_cpu_and_its_metrics_plot(tmp_path):
     metrics = smoke(tmp_path, "gsm8k/offpolicy_grpo.sh", SETTINGS="sync_interval_10")
     folder = metrics / "gsm8k-offpolicy-grpo"
-    steps, records = training_steps(folder / "offpolicy_grpo-sync_interval_10.jsonl")
+    steps, records = training_steps(folder / "offpolicy_grpo-zvm-sync_interval_10.jsonl")
     assert sorted(steps) == [1, 2]  # capped at 2 steps
     assert [steps[step]["staleness/lag"] for step in (1, 2)] == [0, 1]  # the schedule of sync_interval=10
     assert all("actor/behaviour_ratio_mean" in data for data in steps.values())  # offpolicy_grpo's own metric
     assert all("actor/kl_loss" in data for data in steps.values())  # KL to the initial policy, measured
     assert max(data["actor/grad_norm"] for data in steps.values()) > 0
+    assert all("staleness/zero_variance_groups_removed" in data for data in steps.values())  # masking is on
     assert any(key.startswith("val-core/") for record in records for key in record["data"])  # GSM8k evaluates
-    description = json.loads((folder / "offpolicy_grpo-sync_interval_10.run.json").read_text())
-    assert (description["run"], description["group"], description["cpu_smoke"]) == ("offpolicy_grpo", "sync_interval_10", True)
+    description = json.loads((folder / "offpolicy_grpo-zvm-sync_interval_10.run.json").read_text())
+    assert (description["run"], description["group"], description["cpu_smoke"]) == ("offpolicy_grpo-zvm", "sync_interval_10", True)
 
     assert plot_main([str(folder), "--out", str(tmp_path / "plots")]) == 0
     assert matplotlib.image.imread(tmp_path / "plots" / "gsm8k-offpolicy-grpo.png").shape[1] > 500

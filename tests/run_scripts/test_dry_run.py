@@ -138,6 +138,9 @@ def test_algorithms_and_settings_reach_verls_config(dry_runs):
             )
             assert s["trainer.v1.trainer_mode"] == "delayed_sync"
             assert staleness == SETTINGS[setting], result.name
+            # off-policy GRPO masks zero-variance groups (arXiv 2505.22257); the REC paper's figures do not
+            assert s["trainer.v1.delayed_sync.zero_variance_masking"] is label.endswith("-zvm"), result.name
+            assert label.endswith("-zvm") is (script == "gsm8k/offpolicy_grpo.sh"), result.name
 
 
 def test_a_bad_override_fails_the_dry_run_naming_the_key(tmp_path):
@@ -178,3 +181,14 @@ def test_memoised_composition_equals_hydras(tmp_path):
         memoised = OmegaConf.to_container(preflight.compose(arguments), resolve=True)
     assert memoised == plain
     assert memoised["trainer"]["v1"]["delayed_sync"]["sync_interval"] == 16  # "mixed"
+
+
+def test_zero_variance_masking_outside_delayed_sync_fails_the_dry_run(tmp_path):
+    (name, argv), = queued_runs("run.sh", tmp_path, "gsm8k", "offpolicy_grpo", "trainer.v1.trainer_mode=sync",
+                                ZERO_VARIANCE_MASKING="1")
+    result = preflight.preflight(name, argv)
+    assert not result.ok and "zero_variance_masking=true does nothing outside trainer.v1.trainer_mode=delayed_sync" in result.error
+    (name, argv), = queued_runs("run.sh", tmp_path, "gsm8k", "offpolicy_grpo", ZERO_VARIANCE_MASKING="1")
+    result = preflight.preflight(name, argv)
+    assert result.ok, result.error
+    assert ("zero-variance masking", "on (delayed_sync: equal-reward groups leave the batch, no refill)") in result.lines

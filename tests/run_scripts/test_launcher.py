@@ -145,7 +145,7 @@ def test_environment_variables_reach_the_overrides(tmp_path):
     assert (override_value(argv, "trainer.project_name"), override_value(argv, "trainer.experiment_name")) == ("proj", "mine")
     assert override_value(argv, "trainer.total_training_steps") == "7"
     assert override_value(argv, "actor_rollout_ref.actor.use_kl_loss") == "false"
-    assert override_value(argv, "algorithm.filter_groups.enable") == "true"
+    assert override_value(argv, "trainer.v1.delayed_sync.zero_variance_masking") == "true"
     runs = queued_runs("gsm8k/figure9_learning_rates.sh", tmp_path, EXPERIMENT_NAME="try2", LEARNING_RATES="3e-6",
                        SETTINGS="sync_offset_4")
     assert [name for name, _ in runs] == [
@@ -175,3 +175,12 @@ printf '%s\\n' "${{VERL_EXT_MERGED[@]}}"
 """
     result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["a.b=2", "+c.d=y", "~f", "e=3"]
+
+
+def test_zero_variance_masking_is_the_offpolicy_grpo_default_and_can_be_turned_off(tmp_path):
+    runs = queued_runs("gsm8k/offpolicy_grpo.sh", tmp_path, ZERO_VARIANCE_MASKING="0")
+    assert sorted(name for name, _ in runs) == ["gsm8k-offpolicy-grpo/offpolicy_grpo-on_policy",
+                                                "gsm8k-offpolicy-grpo/offpolicy_grpo-sync_interval_10"]
+    assert not [item for _, argv in runs for item in argv if item.startswith("trainer.v1.delayed_sync.zero_variance")]
+    result = run_script("gsm8k/offpolicy_grpo.sh", env=script_environment(tmp_path, VERL_EXT_DRY_RUN="1", ZERO_VARIANCE_MASKING="yes"))
+    assert result.returncode == 2 and "ZERO_VARIANCE_MASKING='yes' must be 0 or 1" in result.stderr
