@@ -100,6 +100,10 @@ def compute_rec_advantage(token_level_rewards, response_mask, index=None, config
 
 _red_drop_generators: dict[int, torch.Generator] = {}
 
+# verl's v1 trainer pads a batch to whole mini-batches with zero-loss rows whose group id starts with this
+# (verl/trainer/ppo/padding_utils.py); they are not responses, so they stay out of the dropped fraction.
+VERL_PADDING_UID_PREFIX = "pad"
+
 
 def red_drop_generator(seed: int) -> torch.Generator:
     """One generator per seed per process, seeded once: the run draws the same drops every time."""
@@ -120,7 +124,8 @@ def compute_red_drop_advantage(token_level_rewards, response_mask, index=None, c
         result = advantage_functions.red_drop_advantages(
             _scores(token_level_rewards), index, red_drop_generator(red_drop_seed(config))
         )
-    dropped = (~result.kept).to(torch.float32)
+    real = torch.tensor([not str(uid).startswith(VERL_PADDING_UID_PREFIX) for uid in index], dtype=torch.bool)
+    dropped = (~result.kept)[real].to(torch.float32)
     step_metrics.record("red_drop/dropped_fraction", dropped.mean().item() if dropped.numel() else 0.0)
     return _broadcast(result.advantages, response_mask)
 

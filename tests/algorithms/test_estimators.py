@@ -100,3 +100,12 @@ def test_red_drop_keeps_groups_without_excess_negatives():
     per_response, metrics = red_drop([1.0, 1.0, 0.0, 0.4, 0.4], ["a", "a", "a", "b", "b"], seed=0)
     torch.testing.assert_close(per_response, torch.tensor([1 / 3, 1 / 3, -2 / 3, 0.0, 0.0]))
     assert metrics["red_drop/dropped_fraction"] == 0.0
+
+
+def test_red_drop_fraction_ignores_verls_padding_rows():
+    """verl pads a batch with zero-loss rows in a group of their own (uid 'pad<hex>'): not responses."""
+    rewards = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    uids = ["a", "a", "a", "a", "padc0ffee", "padc0ffee"]
+    per_response, metrics = red_drop(rewards, uids, seed=2)
+    assert metrics["red_drop/dropped_fraction"] == pytest.approx(2 / 4)  # 2 of group a's 3 negatives
+    torch.testing.assert_close(per_response[4:], torch.zeros(2))
