@@ -7,7 +7,7 @@ import pytest
 from tests.lab.synthetic import step_records, write_jsonl
 from verl_ext.lab.cli import build_parser, lab_main, parse_seeds, resolve_runs
 from verl_ext.lab.grids import GRIDS, OFFLINE, SYNC_INTERVAL_20, SYNC_OFFSET_10
-from verl_ext.lab.runner import LabPaths, last_reward, logged_training_steps
+from verl_ext.lab.runner import LabPaths, assets_fingerprint, last_reward, logged_training_steps
 
 
 def runs_of(*argv):
@@ -91,14 +91,15 @@ def test_a_lab_of_runs_already_logged_prints_the_table_the_png_and_json_last(tmp
     """--reuse: runs whose logs are complete with the same overrides are not started; everything else is real."""
     out = tmp_path / "lab"
     argv = ["--algorithms", "reinforce,rec_oneside_nois", "--sync-interval", "20", "--steps", "10", "--seeds", "2",
-            "--out", str(out), "--assets", str(lab_assets), "--reuse", "--json"]
+            "--out", str(out), "--assets", str(lab_assets), "--initial-model", "random", "--reuse", "--json"]
     runs = runs_of(*argv)[2]
     paths = LabPaths(out.resolve())
     curves = {"reinforce": [0.1, 0.3, 0.6, 0.2, 0.0] * 2, "rec_oneside_nois": [0.2, 0.5, 0.9, 1.0, 1.0, 1.0, 0.95, 1.0, 1.0, 1.0]}
     for run in runs:
         write_jsonl(paths.metrics(run), step_records(curves[run.algorithm.label], kl=[0.1] * 10, lag=list(range(10))))
         paths.run_description(run).parent.mkdir(parents=True, exist_ok=True)
-        paths.run_description(run).write_text(json.dumps({"steps": run.steps, "overrides": list(run.overrides())}))
+        paths.run_description(run).write_text(
+            json.dumps({"steps": run.steps, "overrides": list(run.overrides()), "assets": assets_fingerprint(lab_assets)}))
     assert lab_main(argv) == 0
     output = capsys.readouterr().out
     records = json.loads(output.strip().splitlines()[-1])

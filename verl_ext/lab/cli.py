@@ -24,6 +24,7 @@ from verl_ext.lab.algorithms import ALGORITHMS, DEFAULT_EPSILONS, parse_algorith
 from verl_ext.lab.grids import DEFAULT_GRID, GRIDS, Grid, grid_named
 from verl_ext.lab.plan import DEFAULT_LEARNING_RATE, DEFAULT_STEPS, LabRun, Setting, plan_runs
 from verl_ext.lab.summary import DEFAULT_TARGET
+from verl_ext.lab.warm_start import INITIAL_MODELS
 
 CUSTOM = "custom"
 
@@ -88,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     out = parser.add_argument_group("output")
     out.add_argument("--out", type=Path, help="output folder (default outputs/lab/<grid or custom>)")
     out.add_argument("--assets", type=Path, help="tiny assets folder (built if missing; default: verl_ext.tiny.assets's)")
+    how.add_argument("--initial-model", choices=INITIAL_MODELS, default="warm",
+                     help="warm: the tiny model after a few supervised steps (default); random: as initialised")
     out.add_argument("--reuse", action="store_true", help="skip runs already complete in --out with the same overrides")
     out.add_argument("--json", action="store_true", help="print one JSON record per run as the last line")
     out.add_argument("--dry-run", action="store_true", help="print the runs and their overrides, run nothing")
@@ -155,7 +158,9 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
     from verl_ext.tiny.assets import default_assets_dir
 
     out_dir = (args.out or Path("outputs") / "lab" / name).resolve()
-    assets = (args.assets or default_assets_dir()).resolve()
+    from verl_ext.lab.warm_start import initial_policy_assets
+
+    assets = initial_policy_assets((args.assets or default_assets_dir()).resolve(), args.initial_model)
     console.print(f"[verl-ext lab] {len(runs)} runs of verl's main_ppo on the CPU backend -> {out_dir} "
                   f"(log: {out_dir / 'lab.log'})", highlight=False)
     try:

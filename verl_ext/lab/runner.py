@@ -3,14 +3,16 @@
 The runs go to a child process (:mod:`verl_ext.lab.session`: one Ray start-up shared by all runs, each run
 through verl's own ``main_ppo``), whose output is written to ``<out>/lab.log``. This process watches the
 files verl's file logger appends to (one line per training step, unbuffered) to drive the progress bar, and
-reads them at the end. Ctrl-C stops the child with SIGINT, which shuts its Ray cluster down.
+reads them at the end. Ctrl-C (or any exception here) stops the child with SIGTERM: the child runs in its own session (the
+terminal's Ctrl-C reaches only this process), and the Ray cluster it started shares its fate (Ray's
+processes exit when the driver that started them dies).
 
 Before anything starts, every run's config is composed with Hydra (unknown keys, bad values) and its
 staleness block checked (:func:`verl_ext.staleness.config.delayed_sync_config_from`), so a typo fails in
 seconds, naming the run and the key, not after a minute of Ray start-up.
 
 With ``reuse=True`` a run whose metrics file in ``<out>`` is complete and was produced by the same overrides
-(``<out>/runs/<name>.json``) is not run again.
+and the same initial model (``<out>/runs/<name>.json``) is not run again.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from verl_ext.lab.session import STATUS_FILE
 from verl_ext.lab.summary import REWARD_METRIC, summarize_run
 
 POLL_SECONDS = 1.0
-STOP_GRACE_SECONDS = 60.0
+STOP_GRACE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -109,13 +111,26 @@ def read_status(path: Path) -> dict[str, dict[str, Any]]:
     return status
 
 
-def is_reusable(run: LabRun, paths: LabPaths) -> bool:
+def assets_fingerprint(assets_dir: Path) -> str:
+    """sha256 of the assets' manifest (it lists the sha256 of every model and data file)."""
+    import hashlib
+
+    manifest = Path(assets_dir) / "manifest.json"
+    if not manifest.is_file():
+        raise ValueError(f"{assets_dir} holds no manifest.json: not a tiny-assets or warm-start folder")
+    return hashlib.sha256(manifest.read_bytes()).hexdigest()
+
+
+def is_reusable(run: LabRun, paths: LabPaths, fingerprint: str) -> bool:
     description = paths.run_description(run)
     if not description.is_file():
         return False
     stored = json.loads(description.read_text(encoding="utf-8"))
-    return stored.get("overrides") == list(run.overrides()) and stored.get("steps") == run.steps and (
-        logged_training_steps(paths.metrics(run)) >= run.steps
+    return (
+        stored.get("overrides") == list(run.overrides())
+        and stored.get("steps") == run.steps
+        and stored.get("assets") == fingerprint
+        and logged_training_steps(paths.metrics(run)) >= run.steps
     )
 
 
@@ -127,22 +142,24 @@ def run_lab(
     reuse: bool = False,
     progress_console=None,
 ) -> list[dict[str, Any]]:
-    """Run ``runs`` (those not reusable) and return one record per run (:func:`verl_ext.lab.report.run_record`)."""
+    """Run ``runs`` (those not reusable) and return one record per run (:func:`verl_ext.lab.report.run_record`).
+
+    ``assets_dir`` holds the initial model and the task's data (:func:`verl_ext.lab.warm_start.initial_policy_assets`).
+    """
     from verl_ext.cpu.launch import run_overrides
     from verl_ext.cpu.run_metrics import read_step_metrics
-    from verl_ext.tiny.assets import build_tiny_assets
 
     paths = LabPaths(Path(out_dir).resolve())
     paths.out_dir.mkdir(parents=True, exist_ok=True)
-    build_tiny_assets(Path(assets_dir))
+    fingerprint = assets_fingerprint(Path(assets_dir))
     check_runs(runs, paths.out_dir, Path(assets_dir))
-    pending = [run for run in runs if not (reuse and is_reusable(run, paths))]
+    pending = [run for run in runs if not (reuse and is_reusable(run, paths, fingerprint))]
     errors: dict[str, Optional[str]] = {}
     if pending:
         errors = _run_in_child(pending, paths, Path(assets_dir), runs, progress_console)
         for run in pending:
             if errors.get(run.name) is None:
-                description = {"name": run.name, "steps": run.steps, "overrides": list(run.overrides()),
+                description = {"name": run.name, "steps": run.steps, "overrides": list(run.overrides()), "assets": fingerprint,
                                "all_overrides": run_overrides(run.cpu_run(), paths.out_dir, Path(assets_dir))}
                 paths.run_description(run).parent.mkdir(parents=True, exist_ok=True)
                 paths.run_description(run).write_text(json.dumps(description, indent=1) + "\n", encoding="utf-8")
@@ -171,6 +188,7 @@ def _run_in_child(pending, paths: LabPaths, assets_dir: Path, all_runs, progress
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
         )
         progress = Progress(
             TextColumn("[bold]{task.description}"),
@@ -189,7 +207,7 @@ def _run_in_child(pending, paths: LabPaths, assets_dir: Path, all_runs, progress
                     _update(progress, task, pending, paths)
                     time.sleep(POLL_SECONDS)
                 _update(progress, task, pending, paths)
-        except KeyboardInterrupt:
+        except BaseException:
             _stop(child)
             raise
     status = read_status(paths.status)
@@ -226,15 +244,12 @@ def _update(progress, task, pending, paths: LabPaths) -> None:
 
 
 def _stop(child: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after ``STOP_GRACE_SECONDS``; Ray's processes exit with their driver."""
     if child.poll() is not None:
         return
-    child.send_signal(signal.SIGINT)
+    child.send_signal(signal.SIGTERM)
     try:
         child.wait(timeout=STOP_GRACE_SECONDS)
     except subprocess.TimeoutExpired:
-        child.terminate()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        child.kill()
+        child.wait()

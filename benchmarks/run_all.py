@@ -1,0 +1,113 @@
+"""Every benchmark of the project, one after the other, in one command; each prints its own measured figures.
+
+    python benchmarks/run_all.py                 # all of them (the CPU backend one starts Ray: minutes)
+    python benchmarks/run_all.py --quick         # fewer repeats / shapes, same figures
+    python benchmarks/run_all.py --only losses,rewards
+    python benchmarks/run_all.py --out outputs/benchmarks/latest.txt   # also keep the whole report
+
+==============  =========================  ======================================================
+name            script                     what it measures
+==============  =========================  ======================================================
+losses          bench_losses.py            forward+backward CPU time and peak memory of every
+                                           verl-ext loss next to verl's ``vanilla``
+data_prep       bench_data_prep.py         preprocessing throughput (rows/s) of every data_prep
+                                           command
+rewards         bench_rewards.py           latency and throughput of every reward scorer
+cpu_backend     bench_cpu_backend.py       the CPU backend: start-up time and training steps per
+                                           second of verl's main_ppo on the tiny model
+==============  =========================  ======================================================
+
+Each benchmark runs in its own process, with this machine's load average printed before it (figures on
+a busy machine are slower; compare runs taken on the same machine at similar load). A benchmark that is
+missing or fails is reported and the others still run; the exit status is 1 if any failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    script: str
+    measures: str
+    quick_args: tuple[str, ...] = ()
+
+
+BENCHMARKS = (
+    Benchmark("losses", "bench_losses.py", "loss overhead vs verl's vanilla (CPU time, peak memory)",
+              ("--shapes", "256x2048", "--repeats", "3")),
+    Benchmark("data_prep", "bench_data_prep.py", "preprocessing throughput", ("--repeats", "1")),
+    Benchmark("rewards", "bench_rewards.py", "reward scorer latency and throughput"),
+    Benchmark("cpu_backend", "bench_cpu_backend.py", "CPU backend start-up and steps per second"),
+)
+
+
+def run_one(benchmark: Benchmark, quick: bool, sink) -> tuple[str, float]:
+    """Run one benchmark script, streaming its output to stdout and ``sink``; (status, seconds)."""
+    script = HERE / benchmark.script
+    header = f"== {benchmark.name}: {benchmark.measures} ({benchmark.script}) — load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    _emit(header, sink)
+    if not script.is_file():
+        _emit(f"   not present: {script}", sink)
+        return "missing", 0.0
+    command = [sys.executable, str(script), *(benchmark.quick_args if quick else ())]
+    start = time.perf_counter()
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    for line in process.stdout:
+        _emit(line.rstrip("\n"), sink)
+    status = process.wait()
+    seconds = time.perf_counter() - start
+    _emit(f"   ({seconds:.0f} s, exit status {status})\n", sink)
+    return ("ok" if status == 0 else f"failed ({status})"), seconds
+
+
+def _emit(line: str, sink) -> None:
+    print(line, flush=True)
+    if sink is not None:
+        sink.write(line + "\n")
+        sink.flush()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and shapes where a benchmark allows it")
+    parser.add_argument("--only", help="comma-separated names: " + ", ".join(b.name for b in BENCHMARKS))
+    parser.add_argument("--out", type=Path, help="also write the whole report to this file")
+    args = parser.parse_args(argv)
+    chosen = list(BENCHMARKS)
+    if args.only:
+        names = [name.strip() for name in args.only.split(",") if name.strip()]
+        unknown = sorted(set(names) - {b.name for b in BENCHMARKS})
+        if unknown:
+            parser.error(f"--only: unknown {', '.join(unknown)}; allowed: {', '.join(b.name for b in BENCHMARKS)}")
+        chosen = [b for b in BENCHMARKS if b.name in names]
+    sink = None
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        sink = args.out.open("w", encoding="utf-8")
+    try:
+        outcomes = [(benchmark, *run_one(benchmark, args.quick, sink)) for benchmark in chosen]
+        _emit("== summary", sink)
+        for benchmark, status, seconds in outcomes:
+            _emit(f"   {benchmark.name:<12} {status:<12} {seconds:6.0f} s", sink)
+    finally:
+        if sink is not None:
+            sink.close()
+    return 0 if all(status in ("ok", "missing") for _, status, _ in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
