@@ -4,6 +4,7 @@
     verl-ext doctor      is verl 0.9.1 installed, does the plugin load, are the registries complete?
     verl-ext schedule    preview the delayed_sync staleness schedule (docs/staleness.md)
     verl-ext plot        the papers' panels from finished runs' metrics (docs/run-scripts.md)
+    verl-ext lab         the papers' comparisons on the CPU backend with the tiny model (docs/lab.md)
 
 verl swallows plugin import errors, so ``doctor`` is the first thing to run when verl says
 "Unsupported loss mode".
@@ -162,11 +163,18 @@ def plot_command(argv) -> int:
     return plot_main(argv)
 
 
+def lab_command(argv) -> int:
+    from verl_ext.lab.cli import lab_main
+
+    return lab_main(argv)
+
+
 COMMANDS = {
     "list": (list_main, "list the registered algorithms, their keys and defaults"),
     "doctor": (doctor_main, "check verl's version, the plugin and the registries (non-zero exit on failure)"),
     "schedule": (schedule_command, "preview the delayed_sync staleness schedule"),
     "plot": (plot_command, "plot the papers' panels from finished runs' metrics (docs/run-scripts.md)"),
+    "lab": (lab_command, "run the papers' comparisons through verl on the CPU backend (docs/lab.md)"),
 }
 
 
