@@ -30,6 +30,7 @@ def test_measures_descendants_and_record_times(tmp_path):
     assert (tmp_path / "log.txt").read_text().strip() == "done"
     assert measured.peak_rss_bytes > 300 * 2**20  # the grandchild's allocation is counted
     assert measured.peak_pss_bytes > 250 * 2**20
+    assert 0 < measured.cpu_seconds < measured.wall_seconds * 2
     assert 0.5 < measured.first_record_seconds < measured.last_record_seconds < measured.wall_seconds
     assert measured.startup_seconds(0.25) == measured.first_record_seconds - 0.25
     assert 0 < measured.teardown_seconds < measured.wall_seconds

@@ -1,14 +1,17 @@
 """verl on CPU: a ``cpu`` platform, a ``transformers`` rollout backend and a harness for real ``main_ppo`` runs.
 
-- :mod:`verl_ext.cpu.platform` -- the platform verl selects with ``VERL_PLATFORM=cpu``;
-- :mod:`verl_ext.cpu.rollout_server`, :mod:`~verl_ext.cpu.rollout_replica`,
-  :mod:`~verl_ext.cpu.server_adapter` -- rollout name ``cpu`` (``actor_rollout_ref.rollout.name=cpu``);
-- :mod:`verl_ext.cpu.patches` -- the two torch patches a CPU run needs;
-- :mod:`verl_ext.cpu.registration` -- ``register_cpu_backend()``, called by :mod:`verl_ext.plugin`;
-- :mod:`verl_ext.cpu.profile` and :mod:`verl_ext.cpu.launch` -- the overrides that make any run a CPU run,
-  and the launcher returning each step's metrics.
+- :mod:`~verl_ext.cpu.platform` -- the platform verl selects with ``VERL_PLATFORM=cpu``;
+- :mod:`~verl_ext.cpu.rollout_server` (with :mod:`~verl_ext.cpu.generation`,
+  :mod:`~verl_ext.cpu.weight_checksum`, :mod:`~verl_ext.cpu.rollout_events`),
+  :mod:`~verl_ext.cpu.rollout_replica`, :mod:`~verl_ext.cpu.server_adapter` -- rollout name ``cpu``;
+- :mod:`~verl_ext.cpu.patches` -- the three patches a CPU run needs;
+- :mod:`~verl_ext.cpu.registration` -- ``register_cpu_backend()``, called by :mod:`verl_ext.plugin`;
+- :mod:`~verl_ext.cpu.profile` -- the environment and overrides that make any run a CPU run;
+- :mod:`~verl_ext.cpu.launch`, :mod:`~verl_ext.cpu.run_metrics`, :mod:`~verl_ext.cpu.run_monitor` -- run
+  ``main_ppo`` (child process or shared Ray session) and read back its metrics and measurements;
+- :mod:`~verl_ext.cpu.quickstart` -- the README's main job.
 
-Importing this package does not import verl.
+Docs: ``docs/cpu-backend.md``. Importing this package does not import verl.
 """
 
 from verl_ext.cpu.registration import register_cpu_backend

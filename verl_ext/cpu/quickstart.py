@@ -60,7 +60,7 @@ def format_summary(summary: dict) -> str:
         lines.append(f"  start-up               {summary['startup_seconds']:.0f} s   (launch to the training loop)")
     lines += [
         f"  first step             {summary['first_step_seconds']:.0f} s   (waits for verl's agent-loop and reward workers)",
-        f"  wall time              {summary['wall_seconds']:.0f} s",
+        f"  wall time              {summary['wall_seconds']:.0f} s   ({summary['cpu_seconds']:.0f} CPU-seconds over all processes)",
         f"  peak memory            {summary['peak_pss_gib']:.1f} GiB PSS, {summary['peak_rss_gib']:.1f} GiB RSS"
         "   (driver, Ray and every worker)",
         f"  metrics (JSONL)        {summary['metrics_path']}",
@@ -108,6 +108,7 @@ def run_quickstart(
         **summarize(result.steps),
         "reward_curve": reward_curve(result.steps),
         "wall_seconds": measurements.wall_seconds,
+        "cpu_seconds": measurements.cpu_seconds,
         "teardown_seconds": measurements.teardown_seconds,
         "peak_rss_gib": measurements.peak_rss_bytes / 2**30,
         "peak_pss_gib": measurements.peak_pss_bytes / 2**30,

@@ -3,14 +3,17 @@
 While the child runs, a sampler thread every :data:`SAMPLE_SECONDS` sums the resident memory (RSS) of the
 child and all its descendants -- with ``python -m verl.trainer.main_ppo`` that is the driver, the Ray
 cluster it starts (GCS, raylet, dashboard) and every Ray worker -- and, every :data:`PSS_EVERY` samples,
-their proportional set size (PSS: shared pages split between the processes sharing them), and notes when
-verl's file logger writes its first and last step record. Then
+their proportional set size (PSS: shared pages split between the processes sharing them), keeps the CPU
+time (user + system) each of those processes has used, and notes when verl's file logger writes its first
+and last step record. Then
 
     start-up  = (time of the first step record - launch) - timing_s/step of that first step
     teardown  = exit - time of the last step record
 
 RSS counts pages shared between processes (torch's libraries) once per process, so its peak is an upper
 bound of the memory the run needs; PSS sums to the memory actually used (sampled less often: slower to read).
+``cpu_seconds`` (the sum over processes of their last-seen CPU time) does not grow with other load on the
+machine the way wall time does; a process's last quarter second before it exits can be missed.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class RunMeasurements:
     wall_seconds: float
     peak_rss_bytes: int
     peak_pss_bytes: int
+    cpu_seconds: float
     first_record_seconds: Optional[float]  # after launch
     last_record_seconds: Optional[float]
 
@@ -66,6 +70,19 @@ def _tree_memory(process: psutil.Process, proportional: bool) -> int:
     return total
 
 
+def _record_cpu_times(process: psutil.Process, cpu_by_process: dict) -> None:
+    try:
+        members = [process, *process.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for member in members:
+        try:
+            times = member.cpu_times()
+            cpu_by_process[(member.pid, member.create_time())] = times.user + times.system
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+
+
 def _line_count(path: Path) -> int:
     try:
         with path.open("rb") as handle:
@@ -85,6 +102,7 @@ def run_and_measure(
     """Run ``command``, copy its output to ``log_path`` (and stdout with ``echo``), measure it."""
     started = time.perf_counter()
     state = {"peak": 0, "peak_pss": 0, "samples": 0, "first": None, "last": None, "lines": 0, "done": False}
+    cpu_by_process: dict = {}
     process = subprocess.Popen(list(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     watched = psutil.Process(process.pid)
 
@@ -93,6 +111,7 @@ def run_and_measure(
             if timeout is not None and time.perf_counter() - started > timeout and process.poll() is None:
                 process.kill()
             state["peak"] = max(state["peak"], _tree_memory(watched, proportional=False))
+            _record_cpu_times(watched, cpu_by_process)
             if state["samples"] % PSS_EVERY == 0:
                 state["peak_pss"] = max(state["peak_pss"], _tree_memory(watched, proportional=True))
             state["samples"] += 1
@@ -122,6 +141,7 @@ def run_and_measure(
         wall_seconds=time.perf_counter() - started,
         peak_rss_bytes=state["peak"],
         peak_pss_bytes=state["peak_pss"],
+        cpu_seconds=sum(cpu_by_process.values()),
         first_record_seconds=state["first"],
         last_record_seconds=state["last"],
     )
