@@ -122,7 +122,8 @@ def main() -> int:
         if not args.skip_session:
             figures["session"] = bench_session(args.session_runs, assets, scratch / "session")
             print(json.dumps({"session": figures["session"]}, indent=2), flush=True)
-    print(f"machine: {figures['machine']}")
+    figures["load_average_at_end"] = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(f"machine: {figures['machine']}; load average at end {figures['load_average_at_end']}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
