@@ -18,6 +18,7 @@ RUNTIME = [
     "rich>=13",
     "matplotlib>=3.7",
     "wrapt>=1.14",
+    "psutil>=5.9",
 ]
 
 # A CPU-only machine: verl's CPU extra pulls the trainer's imports (TransferQueue, uvicorn, cachetools, ...).

@@ -5,6 +5,8 @@
     verl-ext schedule    preview the delayed_sync staleness schedule (docs/staleness.md)
     verl-ext plot        the papers' panels from finished runs' metrics (docs/run-scripts.md)
     verl-ext lab         the papers' comparisons on the CPU backend with the tiny model (docs/lab.md)
+    verl-ext quickstart  verl's real training loop on this CPU with the tiny model (docs/cpu-backend.md)
+    verl-ext tiny-assets build the tiny offline model, tokenizer and task data
 
 verl swallows plugin import errors, so ``doctor`` is the first thing to run when verl says
 "Unsupported loss mode".
@@ -15,7 +17,7 @@ import importlib
 import json
 import sys
 import traceback
-from importlib import metadata, resources
+from importlib import metadata
 
 from rich.console import Console
 from rich.table import Table
@@ -31,7 +33,9 @@ def recipe_defaults() -> dict:
     """The recipe config's own values (before composition with verl's), keyed by dotted path."""
     from omegaconf import OmegaConf
 
-    text = resources.files("recipe.rec.config").joinpath("rec_trainer.yaml").read_text(encoding="utf-8")
+    from verl_ext.cpu.launch import RECIPE_CONFIG_NAME, recipe_config_dir  # found by path: verl's wheel has a `recipe/` too
+
+    text = (recipe_config_dir() / f"{RECIPE_CONFIG_NAME}.yaml").read_text(encoding="utf-8")
     config = OmegaConf.create(text)
     flat = {}
 
@@ -169,12 +173,23 @@ def lab_command(argv) -> int:
     return lab_main(argv)
 
 
+def module_main(module: str):
+    """A subcommand that runs ``main(argv)`` of another verl-ext module (imported only when used)."""
+
+    def command(argv) -> int:
+        return importlib.import_module(module).main(argv)
+
+    return command
+
+
 COMMANDS = {
     "list": (list_main, "list the registered algorithms, their keys and defaults"),
     "doctor": (doctor_main, "check verl's version, the plugin and the registries (non-zero exit on failure)"),
     "schedule": (schedule_command, "preview the delayed_sync staleness schedule"),
     "plot": (plot_command, "plot the papers' panels from finished runs' metrics (docs/run-scripts.md)"),
     "lab": (lab_command, "run the papers' comparisons through verl on the CPU backend (docs/lab.md)"),
+    "quickstart": (module_main("verl_ext.cpu.quickstart"), "verl's real training loop on this CPU (docs/cpu-backend.md)"),
+    "tiny-assets": (module_main("verl_ext.tiny.assets"), "build the tiny offline model, tokenizer and task data"),
 }
 
 
