@@ -50,7 +50,8 @@ BENCHMARKS = (
               ("--shapes", "256x2048", "--repeats", "3")),
     Benchmark("data_prep", "bench_data_prep.py", "preprocessing throughput", ("--repeats", "1")),
     Benchmark("rewards", "bench_rewards.py", "reward scorer latency and throughput"),
-    Benchmark("cpu_backend", "bench_cpu_backend.py", "CPU backend start-up and steps per second"),
+    Benchmark("cpu_backend", "bench_cpu_backend.py", "CPU backend start-up and steps per second",
+              ("--steps", "20", "--session-runs", "2")),
 )
 
 

@@ -75,7 +75,8 @@ def test_bad_options_stop_before_anything_runs(argv, message, capsys):
 def test_dry_run_prints_each_run_and_its_overrides(capsys):
     assert lab_main(["--algorithms", "reinforce", "--sync-offset", "3", "--steps", "5", "--dry-run"]) == 0
     line = capsys.readouterr().out.strip()
-    assert line.startswith("reinforce-m1n3-lr0.01-seed0 (5 steps): algorithm.adv_estimator=rec ")
+    assert line.startswith("reinforce-m1n3-lr0.001-T5-seed0 (5 steps): actor_rollout_ref.rollout.n=8 ")
+    assert "algorithm.adv_estimator=rec " in line
     assert "trainer.v1.delayed_sync.sync_offset=3" in line and "actor_rollout_ref.actor.use_kl_loss=true" in line
 
 
@@ -109,7 +110,7 @@ def test_a_lab_of_runs_already_logged_prints_the_table_the_png_and_json_last(tmp
     assert [r["steps_to_target"] for r in records] == [None, None, 7, 7]
     assert all(r["sync_interval"] == 20 and r["sync_offset"] == 0 and r["offline"] is False for r in records)
     assert "never" in output and "1.00 ± 0.00" in output
-    assert (out / "curves.png").stat().st_size > 10_000
-    assert json.loads((out / "results.json").read_text()) == records
-    assert "| m=20,n=0 | rec_oneside_nois | 0.01 | 2 | 1.00 ± 0.00 |" in (out / "table.md").read_text()
+    assert (out / "custom.png").stat().st_size > 10_000
+    assert json.loads((out / "custom.json").read_text()) == records
+    assert "| m=20,n=0 | rec_oneside_nois | 0.001 | 2 | 1.00 ± 0.00 |" in (out / "custom.md").read_text()
     assert not (out / "lab.log").exists()  # nothing was run

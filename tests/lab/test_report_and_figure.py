@@ -55,7 +55,7 @@ def test_table_rows_show_mean_std_reached_and_failures():
     groups = aggregate(lab_records())
     rows = table_rows(groups, target=0.9)
     reinforce, enlarged = rows
-    assert reinforce[:4] == ["m=20,n=0", "reinforce", "0.01", "3 (1 failed)"]
+    assert reinforce[:4] == ["m=20,n=0", "reinforce", "0.001", "3 (1 failed)"]
     assert reinforce[6] == "never"
     assert enlarged[3] == "2" and enlarged[6] == "14 ± 1 (2/2)"
     assert enlarged[4] == "1.00 ± 0.00"  # both seeds end at the maximum

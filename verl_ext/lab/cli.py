@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--target", type=float, default=DEFAULT_TARGET, help="target reward, fraction of the maximum (default %(default)g)")
     how.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra Hydra override for every run (repeatable)")
     out = parser.add_argument_group("output")
-    out.add_argument("--out", type=Path, help="output folder (default outputs/lab/<grid or custom>)")
+    out.add_argument("--out", type=Path, help="output folder, shared by every lab (default outputs/lab): runs in "
+                     "verl_ext_cpu/, results as <grid or custom>.md, .json, .png")
     out.add_argument("--assets", type=Path, help="tiny assets folder (built if missing; default: verl_ext.tiny.assets's)")
     how.add_argument("--initial-model", choices=INITIAL_MODELS, default="warm",
                      help="warm: the tiny model after a few supervised steps (default); random: as initialised")
@@ -157,7 +158,7 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
     from verl_ext.lab.summary import aggregate
     from verl_ext.tiny.assets import default_assets_dir
 
-    out_dir = (args.out or Path("outputs") / "lab" / name).resolve()
+    out_dir = (args.out or Path("outputs") / "lab").resolve()
     from verl_ext.lab.warm_start import initial_policy_assets
 
     assets = initial_policy_assets((args.assets or default_assets_dir()).resolve(), args.initial_model)
@@ -170,15 +171,16 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     groups = aggregate(records)
     console.print(rich_table(groups, args.target, title=title))
-    (out_dir / "table.md").write_text(f"{title}\n\n" + markdown_table(groups, args.target), encoding="utf-8")
+    table_path, records_path = out_dir / f"{name}.md", out_dir / f"{name}.json"
+    table_path.write_text(f"{title}\n\n" + markdown_table(groups, args.target), encoding="utf-8")
     serialisable = json_records(records)
-    (out_dir / "results.json").write_text(json.dumps(serialisable, indent=1) + "\n", encoding="utf-8")
-    figure = plot_groups(groups, out_dir / "curves.png", args.target, title=title if len(title) < 100 else name)
+    records_path.write_text(json.dumps(serialisable, indent=1) + "\n", encoding="utf-8")
+    figure = plot_groups(groups, out_dir / f"{name}.png", args.target, title=title)
     failed = [record for record in records if record["error"]]
     for record in failed:
         console.print(f"[red]failed: {record['algorithm']} {record['setting']} seed {record['seed']}: {record['error']}",
                       highlight=False)
-    console.print(f"curves: {figure}\ntable: {out_dir / 'table.md'}\nrecords: {out_dir / 'results.json'}", highlight=False)
+    console.print(f"curves: {figure}\ntable: {table_path}\nrecords: {records_path}", highlight=False)
     if args.json:
         sys.stdout.flush()
         print(json.dumps(serialisable), flush=True)

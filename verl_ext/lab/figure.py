@@ -77,7 +77,9 @@ def plot_groups(groups: Sequence[GroupSummary], path: Path, target: float, title
                 seen.setdefault(label, handle)
     figure.legend(list(seen.values()), list(seen.keys()), loc="lower center", ncol=min(4, max(1, len(seen))), frameon=False)
     if title:
-        figure.suptitle(title)
+        import textwrap
+
+        figure.suptitle("\n".join(textwrap.wrap(title, int(12 * figure.get_figwidth()))), fontsize=10)
     figure.tight_layout(rect=(0, 0.08 + 0.03 * ((len(seen) - 1) // 4), 1, 1))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

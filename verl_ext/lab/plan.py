@@ -2,13 +2,16 @@
 verl's ``main_ppo`` (:class:`verl_ext.cpu.launch.CPURun`) with the recipe config.
 
 Overrides of a lab run, in order (a key set later wins), on top of the CPU profile
-(:mod:`verl_ext.cpu.profile`: tiny Qwen2 model, counting task, batch 8 prompts x 4 responses):
+(:mod:`verl_ext.cpu.profile`: tiny Qwen2 model, counting task, batch of 8 prompts):
 
+- the lab's group size, :data:`GROUP_SIZE` = 8 responses per prompt (64 per step; the profile's 4 learned
+  too slowly to reach the target in a few minutes, measured in ``docs/lab.md``), with the micro-batch
+  sizes that keep each forward pass one pass over the whole batch;
 - the algorithm (:mod:`verl_ext.lab.algorithms`);
 - the staleness setting: ``trainer.v1.trainer_mode=delayed_sync`` with ``sync_interval``, ``sync_offset``,
   ``offline`` (``docs/staleness.md``); (1, 0) is on-policy, the same batches as verl's ``sync`` mode;
 - the learning rate and the seed (``data.seed``: the prompt order; ``actor_rollout_ref.rollout.seed``:
-  the sampling). The initial model is the same for every seed (the tiny assets' weights);
+  the sampling). The initial model is the same for every seed (:mod:`verl_ext.lab.warm_start`);
 - the KL to the initial policy, measured, not optimised: verl's KL loss against the reference model (the
   initial weights) with coefficient 0 (``actor/kl_loss``, low-variance estimator k3, token mean over the
   batch's responses). It costs one forward pass of the reference model per step;
@@ -23,8 +26,22 @@ from dataclasses import dataclass, field
 from verl_ext.lab.algorithms import AlgorithmChoice
 from verl_ext.staleness.schedule import StalenessSchedule
 
-DEFAULT_LEARNING_RATE = 1e-2
-DEFAULT_STEPS = 40
+DEFAULT_LEARNING_RATE = 1e-3
+DEFAULT_STEPS = 60
+GROUP_SIZE = 8
+
+
+def group_size_overrides(group_size: int = GROUP_SIZE) -> tuple[str, ...]:
+    from verl_ext.cpu.profile import DEFAULTS
+
+    responses = DEFAULTS["train_batch_size"] * group_size
+    return (
+        f"actor_rollout_ref.rollout.n={group_size}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={responses}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={responses}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={responses}",
+    )
+
 
 KL_TO_INITIAL_OVERRIDES = (
     "actor_rollout_ref.actor.use_kl_loss=true",
@@ -81,13 +98,15 @@ class LabRun:
 
     @property
     def name(self) -> str:
-        """A file-system-safe experiment name, unique within a lab: algorithm, setting, lr, seed."""
+        """A file-system-safe experiment name: algorithm, setting, lr, steps, seed (extra overrides are not in it:
+        :mod:`verl_ext.lab.runner` keys reuse on the full override list)."""
         setting = "offline" if self.setting.offline else f"m{self.setting.sync_interval}n{self.setting.sync_offset}"
-        raw = f"{self.algorithm.label}-{setting}-lr{self.learning_rate:g}-seed{self.seed}"
+        raw = f"{self.algorithm.label}-{setting}-lr{self.learning_rate:g}-T{self.steps}-seed{self.seed}"
         return re.sub(r"[^A-Za-z0-9_.=-]", "_", raw.replace("@", "-eps"))
 
     def overrides(self) -> tuple[str, ...]:
         return (
+            *group_size_overrides(),
             *self.algorithm.overrides(),
             *self.setting.overrides(),
             f"actor_rollout_ref.actor.optim.lr={self.learning_rate}",

@@ -36,7 +36,7 @@ FORMAT = 1
 @dataclass(frozen=True)
 class WarmStartRecipe:
     seed: int = 0
-    stop_at_reward: float = 0.5  # stop the supervised steps once the sampled mean reward reaches this
+    stop_at_reward: float = 0.75  # stop the supervised steps once the sampled mean reward reaches this
     learning_rate: float = 3e-3
     batch_size: int = 32
     max_steps: int = 400
