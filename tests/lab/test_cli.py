@@ -75,7 +75,7 @@ def test_bad_options_stop_before_anything_runs(argv, message, capsys):
 def test_dry_run_prints_each_run_and_its_overrides(capsys):
     assert lab_main(["--algorithms", "reinforce", "--sync-offset", "3", "--steps", "5", "--dry-run"]) == 0
     line = capsys.readouterr().out.strip()
-    assert line.startswith("reinforce-m1n3-lr0.001-T5-seed0 (5 steps): actor_rollout_ref.rollout.n=8 ")
+    assert line.startswith("reinforce-m1n3-lr0.001-T5-seed0 (5 steps): data.train_batch_size=16 ")
     assert "algorithm.adv_estimator=rec " in line
     assert "trainer.v1.delayed_sync.sync_offset=3" in line and "actor_rollout_ref.actor.use_kl_loss=true" in line
 

@@ -154,7 +154,7 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
 
     from verl_ext.lab.figure import plot_groups
     from verl_ext.lab.report import json_records, markdown_table, rich_table
-    from verl_ext.lab.runner import run_lab
+    from verl_ext.lab.runner import Terminated, run_lab
     from verl_ext.lab.summary import aggregate
     from verl_ext.tiny.assets import default_assets_dir
 
@@ -169,6 +169,10 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as error:
         console.print(f"[red]verl-ext lab: {error}")
         return 2
+    except (KeyboardInterrupt, Terminated) as error:
+        console.print(f"verl-ext lab: stopped ({type(error).__name__}); the runs finished so far are in {out_dir}",
+                      highlight=False)
+        return 130
     groups = aggregate(records)
     console.print(rich_table(groups, args.target, title=title))
     table_path, records_path = out_dir / f"{name}.md", out_dir / f"{name}.json"

@@ -62,7 +62,7 @@ GRIDS: dict[str, Grid] = {
             "REINFORCE without clipping degrades under stale data, REC-OneSide does not (the lab's default: a short "
             "'clipping', one seed, sync_interval=20)",
             _cells(["reinforce", "rec_oneside_nois"], [SYNC_INTERVAL_20]),
-            steps=30,
+            steps=25,
             seeds=1,
         ),
         Grid(
@@ -76,15 +76,15 @@ GRIDS: dict[str, Grid] = {
             "clipping",
             "REINFORCE without clipping collapses under sync_interval=20 / sync_offset=10; clipped variants do not",
             _cells(["reinforce", "rec_oneside_nois"], OFF_POLICY),
-            steps=60,
+            steps=50,
             seeds=2,
         ),
         Grid(
             "importance_sampling",
             "IS weighting is non-essential: REC-OneSide-IS, -NoIS and GRPO with epsilon = 0.2 track each other",
             _cells(["rec_oneside_is", "rec_oneside_nois", "grpo"], [SYNC_INTERVAL_20]),
-            steps=60,
-            seeds=2,
+            steps=50,
+            seeds=1,
         ),
         Grid(
             "epsilon",
@@ -92,7 +92,7 @@ GRIDS: dict[str, Grid] = {
             "(here 2x, GRPO) does not close the gap (B.4)",
             _cells(["rec_oneside_nois", "rec_oneside_nois@0.6_2.0"], OFF_POLICY)
             + _cells(["grpo"], OFF_POLICY, factor=2.0),
-            steps=60,
+            steps=50,
             seeds=2,
         ),
         Grid(
@@ -107,15 +107,15 @@ GRIDS: dict[str, Grid] = {
             "twoside_ring",
             "REC-TwoSide is fast early, then collapses; REC-Ring balances speed and stability",
             _cells(["rec_twoside_is", "rec_twoside_nois", "rec_ring_nois"], [SYNC_INTERVAL_20]),
-            steps=60,
-            seeds=2,
+            steps=50,
+            seeds=1,
         ),
         Grid(
             "red",
             "RED-Drop and RED-Weight match enlarged REC-OneSide (GSM8k, Figure 4), on- and off-policy",
             _cells(["red_drop", "red_weight", "rec_oneside_nois@0.6_2.0"], [ON_POLICY, SYNC_INTERVAL_20]),
-            steps=60,
-            seeds=2,
+            steps=50,
+            seeds=1,
         ),
     )
 }

@@ -200,6 +200,7 @@ def _run_in_child(pending, paths: LabPaths, assets_dir: Path, all_runs, progress
             console=progress_console,
             transient=False,
         )
+        previous_handler = _raise_on_sigterm()
         try:
             with progress:
                 task = progress.add_task("lab", total=total_steps, detail="starting Ray")
@@ -210,6 +211,9 @@ def _run_in_child(pending, paths: LabPaths, assets_dir: Path, all_runs, progress
         except BaseException:
             _stop(child)
             raise
+        finally:
+            if previous_handler is not None:
+                signal.signal(signal.SIGTERM, previous_handler)
     status = read_status(paths.status)
     errors: dict[str, Optional[str]] = {}
     for run in pending:
@@ -241,6 +245,24 @@ def _update(progress, task, pending, paths: LabPaths) -> None:
             f" reward {reward:.2f}" if reward is not None else " (starting workers)"
         )
     progress.update(task, completed=done, detail=detail)
+
+
+class Terminated(Exception):
+    """This process received SIGTERM while the lab's session was running."""
+
+
+def _raise_on_sigterm():
+    """Turn SIGTERM into an exception (so the child session is stopped too); the previous handler, or None
+    when not in the main thread (signal handlers can only be set there)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise Terminated("SIGTERM")
+
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def _stop(child: subprocess.Popen) -> None:
