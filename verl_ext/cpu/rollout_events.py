@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from verl_ext.jsonl import json_lines
+
 EVENT_NAMES = ("initialized", "sleep", "wake_up", "update_weights", "generate_rejected")
 
 
@@ -51,17 +53,11 @@ class RolloutEventLog:
 def read_rollout_events(path: str | os.PathLike) -> list[dict[str, Any]]:
     """All records of an event log, in the order written; a malformed line raises naming its number."""
     records = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}: line {line_number} is not JSON: {error}") from error
-            if record.get("event") not in EVENT_NAMES:
-                raise ValueError(f"{path}: line {line_number}: field 'event' is {record.get('event')!r}")
-            records.append(record)
+    for line_number, record in json_lines(path):
+        if not isinstance(record, dict) or record.get("event") not in EVENT_NAMES:
+            event = record.get("event") if isinstance(record, dict) else None
+            raise ValueError(f"{path}: line {line_number}: field 'event' is {event!r}; allowed: {EVENT_NAMES}")
+        records.append(record)
     return records
 
 

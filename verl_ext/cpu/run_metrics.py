@@ -8,11 +8,12 @@ at the start step too; :func:`read_step_metrics` merges records of the same step
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
 from typing import Any, Iterable, Optional
+
+from verl_ext.jsonl import json_lines
 
 
 def file_logger_path(root: str | os.PathLike, project_name: str, experiment_name: str) -> Path:
@@ -23,16 +24,12 @@ def file_logger_path(root: str | os.PathLike, project_name: str, experiment_name
 def read_step_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
     """``[{"step": 1, metric: value, ...}, ...]`` sorted by step; a malformed line raises naming it."""
     by_step: dict[int, dict[str, Any]] = {}
-    with Path(path).open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                step, data = int(record["step"]), dict(record["data"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-                raise ValueError(f"{path}: line {line_number} is not a verl file-logger record: {error}") from error
-            by_step.setdefault(step, {"step": step}).update(data)
+    for line_number, record in json_lines(path):
+        try:
+            step, data = int(record["step"]), dict(record["data"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{path}: line {line_number} is not a verl file-logger record: {error!r}") from error
+        by_step.setdefault(step, {"step": step}).update(data)
     return [by_step[step] for step in sorted(by_step)]
 
 

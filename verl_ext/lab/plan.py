@@ -141,8 +141,13 @@ def plan_runs(
         for algorithm in algorithms
         for seed in seeds
     ]
-    names = [run.name for run in runs]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"the lab would run {', '.join(duplicates)} twice")
+    reject_repeated_names(runs, "the lab")
     return runs
+
+
+def reject_repeated_names(runs: list[LabRun], what: str) -> None:
+    """Two runs with one name would share a metrics file: ValueError naming them."""
+    names = [run.name for run in runs]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"{what} would run {', '.join(repeated)} twice")

@@ -28,6 +28,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from verl_ext.plotting import running_average
+
 REWARD_METRIC = "critic/score/mean"
 KL_METRIC = "actor/kl_loss"
 LAG_METRIC = "staleness/lag"
@@ -48,16 +50,8 @@ def final_window(length: int) -> int:
 
 
 def smoothed(values: Sequence[float], window: int = SMOOTHING_WINDOW) -> list[float]:
-    """Trailing mean: element i is the mean of values[max(0, i - window + 1) .. i]."""
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
-    out, total = [], 0.0
-    for index, value in enumerate(values):
-        total += value
-        if index >= window:
-            total -= values[index - window]
-        out.append(total / min(window, index + 1))
-    return out
+    """Trailing mean over ``window`` steps (:func:`verl_ext.plotting.running_average`, the curves of ``verl-ext plot``)."""
+    return running_average(values, window)
 
 
 @dataclass

@@ -22,10 +22,8 @@ reward before and after, and the files' sha256). An existing folder whose manife
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -43,14 +41,6 @@ class WarmStartRecipe:
     check_every: int = 5
     samples_per_count: int = 32  # evaluation prompts: every count 1..MAX_COUNT this many times
     max_new_tokens: int = 12  # the CPU profile's data.max_response_length
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _checksums(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): _sha256(p) for p in sorted(root.rglob("*")) if p.is_file() and p.name != "manifest.json"}
 
 
 def _prompt_ids(tokenizer, count: int) -> list[int]:
@@ -135,7 +125,7 @@ def build_warm_start_assets(tiny_assets: Path, out: Path, recipe: WarmStartRecip
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from verl_ext.tiny.assets import build_tiny_assets
+    from verl_ext.tiny.assets import build_tiny_assets, file_checksums, staged_folder
 
     tiny_assets, out = Path(tiny_assets).resolve(), Path(out).resolve()
     tiny_manifest = build_tiny_assets(tiny_assets)
@@ -143,11 +133,9 @@ def build_warm_start_assets(tiny_assets: Path, out: Path, recipe: WarmStartRecip
     manifest_path = out / "manifest.json"
     if manifest_path.is_file():
         manifest = json.loads(manifest_path.read_text())
-        if manifest.get("wanted") == wanted and manifest.get("files") == _checksums(out):
+        if manifest.get("wanted") == wanted and manifest.get("files") == file_checksums(out):
             return manifest
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".warm-start-", dir=out.parent))
-    try:
+    with staged_folder(out, prefix=".warm-start-") as staging:
         tokenizer = AutoTokenizer.from_pretrained(tiny_assets / "model")
         model = AutoModelForCausalLM.from_pretrained(tiny_assets / "model", dtype=torch.float32)
         threads = torch.get_num_threads()
@@ -159,14 +147,8 @@ def build_warm_start_assets(tiny_assets: Path, out: Path, recipe: WarmStartRecip
         model.save_pretrained(staging / "model", safe_serialization=True)
         tokenizer.save_pretrained(staging / "model")
         shutil.copytree(tiny_assets / "data", staging / "data")
-        manifest = {"wanted": wanted, **outcome, "files": _checksums(staging)}
+        manifest = {"wanted": wanted, **outcome, "files": file_checksums(staging)}
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return manifest
 
 

@@ -23,6 +23,8 @@ import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Optional, Sequence
 
 ASSETS_FORMAT = 1
@@ -69,7 +71,8 @@ def _write_split(rows: list[dict[str, Any]], path: Path) -> None:
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
-def _file_checksums(root: Path) -> dict[str, str]:
+def file_checksums(root: Path) -> dict[str, str]:
+    """sha256 of every file below ``root`` except ``manifest.json``, by relative path."""
     return {
         str(path.relative_to(root)): _sha256(path)
         for path in sorted(root.rglob("*"))
@@ -83,7 +86,23 @@ def assets_are_current(out: Path, wanted_recipe: dict[str, Any]) -> bool:
     if not manifest_path.is_file():
         return False
     manifest = json.loads(manifest_path.read_text())
-    return manifest.get("recipe") == wanted_recipe and manifest.get("files") == _file_checksums(out)
+    return manifest.get("recipe") == wanted_recipe and manifest.get("files") == file_checksums(out)
+
+
+@contextmanager
+def staged_folder(out: Path, prefix: str) -> Iterator[Path]:
+    """A fresh folder beside ``out`` to build into. When the block ends without an error it replaces ``out``,
+    so no reader ever sees a half-written folder; on an error it is removed and ``out`` is left as it was."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent))
+    try:
+        yield staging
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
 
 
 def build_tiny_assets(
@@ -105,9 +124,7 @@ def build_tiny_assets(
     if not force and assets_are_current(out, wanted):
         return json.loads((out / "manifest.json").read_text())
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".tiny-assets-", dir=out.parent))
-    try:
+    with staged_folder(out, prefix=".tiny-assets-") as staging:
         tokenizer = build_tokenizer()
         model = build_model(tokenizer, seed=seed)
         model.save_pretrained(staging / "model", safe_serialization=True)
@@ -119,15 +136,9 @@ def build_tiny_assets(
             "recipe": wanted,
             "parameters": count_parameters(model),
             "reward_function": {"path": REWARD_FUNCTION[0], "name": REWARD_FUNCTION[1]},
-            "files": _file_checksums(staging),
+            "files": file_checksums(staging),
         }
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return manifest
 
 
