@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -126,7 +127,24 @@ def main() -> int:
     print(f"machine: {figures['machine']}; load average at end {figures['load_average_at_end']}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    print_headline(headline_figures(figures))
     return 0
+
+
+def headline_figures(figures: dict) -> dict[str, str]:
+    headline = {"generation, 32 requests: tokens per CPU second": f"{figures['generation']['batch_32_tokens_per_cpu_second']:,.0f}"}
+    quickstart = figures.get("quickstart")
+    if quickstart:
+        headline["quickstart start-up s (launch to first step)"] = f"{quickstart['startup_seconds']:.0f}"
+        headline["quickstart s/step (steady)"] = f"{quickstart['seconds_per_step']:.2f}"
+        headline[f"quickstart wall s ({quickstart['steps']} steps)"] = f"{quickstart['wall_seconds']:.0f}"
+        headline["quickstart peak PSS GiB"] = f"{quickstart['peak_pss_gib']:.1f}"
+        headline["quickstart reward start -> end"] = f"{quickstart['reward_start']:.3f} -> {quickstart['reward_end']:.3f}"
+    session = figures.get("session")
+    if session:
+        headline["shared Ray session: start s"] = f"{session['ray_start_seconds']:.0f}"
+        headline["shared Ray session: 2-step run wall s"] = ", ".join(f"{value:.0f}" for value in session["run_wall_seconds"])
+    return headline
 
 
 if __name__ == "__main__":

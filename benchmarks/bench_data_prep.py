@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "datasets"
 GURU_ROWS, TOOLACE_CONVERSATIONS = 54_400, 11_300
@@ -42,8 +44,12 @@ def timed_main(module, argv: list[str], repeats: int) -> float:
     return statistics.median(times)
 
 
+HEADLINE: dict[str, str] = {}
+
+
 def report(name: str, rows: int, seconds: float) -> None:
     print(f"{name:<50} {rows:>8,} rows  {seconds:7.2f} s  {rows / seconds:>10,.0f} rows/s", flush=True)
+    HEADLINE[f"{name.split(' (')[0]} rows/s"] = f"{rows / seconds:,.0f}"
 
 
 def main() -> None:
@@ -93,6 +99,7 @@ def main() -> None:
             argv = ["--local_save_dir", out, "--local_dataset_path", str(toolace_raw), *flags]
             seconds = timed_main(toolace, argv, args.repeats)
             report(f"toolace {label} (fixture repeated to 11,300)", TOOLACE_CONVERSATIONS, seconds)
+    print_headline(HEADLINE)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
 REPO = Path(__file__).resolve().parents[1]
 TIME_GOAL = 1.15
@@ -89,6 +90,16 @@ def main() -> int:
             over += not ok
             print(f"{name:<18}{shape:>10}{row['ms']:>9.1f}{time_ratio:>11.2f}{row['peak_mb']:>9.1f}{memory_ratio:>11.2f}  {'ok' if ok else 'OVER'}")
     print(f"{over} of {len(names) * len(args.shapes.split(','))} rows miss the goal (time <= {TIME_GOAL}x, memory <= vanilla)")
+    ours = [(name, shape) for shape in args.shapes.split(",") for name in POLICY_LOSSES]
+    time_ratios = [results[key]["ms"] / results["vanilla", key[1]]["ms"] for key in ours]
+    memory_ratios = [results[key]["peak_mb"] / results["vanilla", key[1]]["peak_mb"] for key in ours
+                     if results["vanilla", key[1]]["peak_mb"] > 0]
+    headline = {f"vanilla ms at {shape}": f"{results['vanilla', shape]['ms']:.1f}" for shape in args.shapes.split(",")}
+    headline["verl-ext losses, time x vanilla"] = f"{min(time_ratios):.2f}-{max(time_ratios):.2f}"
+    if memory_ratios:
+        headline["verl-ext losses, peak memory x vanilla"] = f"{min(memory_ratios):.2f}-{max(memory_ratios):.2f}"
+    headline["cells missing the goal"] = f"{over} of {len(names) * len(args.shapes.split(','))}"
+    print_headline(headline)
     return 0
 
 

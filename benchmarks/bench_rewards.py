@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "datasets"
 
@@ -140,6 +142,7 @@ def main() -> None:
         f"{'scorer (workload)':<34} {'calls':>6} {'mean score':>10} "
         f"{'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'calls/s':>8}"
     )
+    headline = {}
     for name, cases in loads.items():
         latencies, scores, timeouts = [], [], 0
         for case in cases:
@@ -155,6 +158,7 @@ def main() -> None:
             + (f"   ({timeouts} timed out)" if timeouts else ""),
             flush=True,
         )
+        headline[f"{name} p50/p99 ms"] = f"{percentile(latencies, 0.5) * 1e3:.2f}/{percentile(latencies, 0.99) * 1e3:.2f}"
 
     mixed = [case for name, cases in loads.items() if "pathological" not in name for case in cases]
     with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
@@ -165,6 +169,8 @@ def main() -> None:
         f"\nall non-pathological calls through {args.threads} threads: {len(mixed)} calls in {elapsed:.2f} s, "
         f"{len(mixed) / elapsed:,.0f} calls/s"
     )
+    headline[f"mixed calls/s ({args.threads} threads)"] = f"{len(mixed) / elapsed:,.0f}"
+    print_headline(headline)
 
 
 if __name__ == "__main__":

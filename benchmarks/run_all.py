@@ -17,6 +17,8 @@ cpu_backend     bench_cpu_backend.py       the CPU backend: start-up time and tr
                                            second of verl's main_ppo on the tiny model
 ==============  =========================  ======================================================
 
+Each benchmark prints its full report, then one ``HEADLINE`` line (``headline.py``); at the end this
+script prints every benchmark's headline figures side by side in one table, the one the README records.
 Each benchmark runs in its own process, with this machine's load average printed before it (figures on
 a busy machine are slower; compare runs taken on the same machine at similar load). A benchmark that is
 missing or fails is reported and the others still run; the exit status is 1 if any failed.
@@ -32,6 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
+
+from headline import parse_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -55,24 +59,30 @@ BENCHMARKS = (
 )
 
 
-def run_one(benchmark: Benchmark, quick: bool, sink) -> tuple[str, float]:
-    """Run one benchmark script, streaming its output to stdout and ``sink``; (status, seconds)."""
+def run_one(benchmark: Benchmark, quick: bool, sink) -> tuple[str, float, dict[str, str]]:
+    """Run one benchmark script, streaming its output to stdout and ``sink``; (status, seconds, its headline
+    figures: its ``HEADLINE`` line, see ``headline.py``)."""
     script = HERE / benchmark.script
     header = f"== {benchmark.name}: {benchmark.measures} ({benchmark.script}) — load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     _emit(header, sink)
     if not script.is_file():
         _emit(f"   not present: {script}", sink)
-        return "missing", 0.0
+        return "missing", 0.0, {}
     command = [sys.executable, str(script), *(benchmark.quick_args if quick else ())]
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
+    headline: dict[str, str] = {}
     for line in process.stdout:
-        _emit(line.rstrip("\n"), sink)
+        figures = parse_headline(line.rstrip("\n"))
+        if figures is None:
+            _emit(line.rstrip("\n"), sink)
+        else:
+            headline.update(figures)
     status = process.wait()
     seconds = time.perf_counter() - start
     _emit(f"   ({seconds:.0f} s, exit status {status})\n", sink)
-    return ("ok" if status == 0 else f"failed ({status})"), seconds
+    return ("ok" if status == 0 else f"failed ({status})"), seconds, headline
 
 
 def _emit(line: str, sink) -> None:
@@ -101,13 +111,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sink = args.out.open("w", encoding="utf-8")
     try:
         outcomes = [(benchmark, *run_one(benchmark, args.quick, sink)) for benchmark in chosen]
-        _emit("== summary", sink)
-        for benchmark, status, seconds in outcomes:
+        _emit(f"== headline figures, side by side (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)", sink)
+        _emit("| benchmark | figure | value |\n|---|---|---|", sink)
+        for benchmark, status, seconds, headline in outcomes:
+            if not headline:
+                _emit(f"| {benchmark.name} | status | {status} ({seconds:.0f} s, no figures) |", sink)
+            for figure, value in headline.items():
+                _emit(f"| {benchmark.name} | {figure} | {value} |", sink)
+        _emit("== status", sink)
+        for benchmark, status, seconds, _ in outcomes:
             _emit(f"   {benchmark.name:<12} {status:<12} {seconds:6.0f} s", sink)
     finally:
         if sink is not None:
             sink.close()
-    return 0 if all(status in ("ok", "missing") for _, status, _ in outcomes) else 1
+    return 0 if all(status in ("ok", "missing") for _, status, _, _ in outcomes) else 1
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ Overrides of a lab run, in order (a key set later wins), on top of the CPU profi
 (:mod:`verl_ext.cpu.profile`: tiny Qwen2 model, counting task, batch of 8 prompts):
 
 - the lab's batch: :data:`PROMPTS_PER_STEP` = 16 prompts x :data:`GROUP_SIZE` = 8 responses (128 per step,
-  one optimizer step per batch; the profile's 8 x 4 learned too noisily to reach the target reliably,
-  measured in ``docs/lab.md``), with micro-batch sizes that make every forward pass one pass over the
+  one optimizer step per batch; steadier curves than the profile's 8 x 4 in short trials, see
+  ``docs/lab.md``), with micro-batch sizes that make every forward pass one pass over the
   whole batch, and ``trainer.v1.delayed_sync.measure_mismatch=false`` (the lab does not report that metric;
   it would cost one more actor forward per step);
 - the algorithm (:mod:`verl_ext.lab.algorithms`);

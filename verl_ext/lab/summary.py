@@ -7,7 +7,7 @@ Pure functions over verl's per-step metrics (``[{"step": 1, "critic/score/mean":
   by the task's maximum reward (1 for the counting task), so it is a fraction of the maximum;
 - ``final_reward``: mean reward over the last 10% of the logged steps (at least one step);
 - smoothed reward at step t: the mean of the rewards of steps t - W + 1 .. t, W = 5 (a trailing window:
-  one lucky batch of 32 responses does not reach the target), defined from step W on (a run shorter than
+  one lucky batch does not reach the target), defined from step W on (a run shorter than
   W has one smoothed value, the mean of all its steps, at its last step);
 - ``steps_to_target``: the first step whose smoothed reward is >= the target fraction (0.9 by default);
   None if no step is;
