@@ -17,6 +17,7 @@ from typing import Any
 
 from data_prep.raw_records import RawRecord, RawSplit
 from data_prep.split_report import DataPrepError, MalformedRecord, MalformedRecordError, SplitReport
+from verl_ext.argument_types import positive_int
 
 Converter = Callable[[dict[str, Any], RawRecord, SplitReport], list[dict[str, Any]]]
 
@@ -43,17 +44,6 @@ def base_parser(dataset: str, description: str) -> argparse.ArgumentParser:
         help="stop at the first malformed record, naming file, row and field (default: skip and count it)",
     )
     return parser
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (checked before any data is read)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def add_held_out_flags(parser: argparse.ArgumentParser, default_test_size: int) -> None:

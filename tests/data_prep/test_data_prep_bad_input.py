@@ -146,4 +146,4 @@ def test_bad_option_values_fail_before_reading(fixtures, tmp_path, capsys, flag,
             ["--local_save_dir", str(tmp_path), "--local_dataset_path", str(fixtures / "toolace"), flag, value]
         )
     assert exit_info.value.code == 2
-    assert f"argument {flag}: expected a positive integer" in capsys.readouterr().err
+    assert f"argument {flag}: expected an integer >= 1, got" in capsys.readouterr().err

@@ -61,7 +61,10 @@ def test_custom_runs_take_the_options():
         (["--algorithms", "ppo"], "unknown algorithm 'ppo'"),
         (["--offline", "--sync-interval", "3"], "--offline never pushes weights"),
         (["--override", "no_equals_sign"], "write KEY=VALUE"),
-        (["--steps", "0"], "must be >= 1"),
+        (["--steps", "0"], "argument --steps: expected an integer >= 1, got 0"),
+        (["--sync-offset", "-1"], "argument --sync-offset: expected an integer >= 0, got -1"),
+        (["--lr", "0"], "argument --lr: expected a number > 0, got 0.0"),
+        (["--lr", "fast"], "argument --lr: expected a number > 0, got 'fast'"),
         (["--target", "1.5"], "--target must be in (0, 1]"),
     ],
 )

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from verl_ext.argument_types import non_negative_int, positive_float, positive_int
 from verl_ext.lab.algorithms import ALGORITHMS, DEFAULT_EPSILONS, parse_algorithms
 from verl_ext.lab.grids import DEFAULT_GRID, GRIDS, Grid, grid_named
 from verl_ext.lab.plan import DEFAULT_LEARNING_RATE, DEFAULT_STEPS, LabRun, Setting, plan_runs
@@ -46,27 +47,6 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="verl-ext lab", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -75,15 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     what = parser.add_argument_group("what to run (default: --grid headline)")
     what.add_argument("--grid", help="a preset, one per finding of the paper (see --list-grids)")
     what.add_argument("--algorithms", help="comma-separated names, NAME@EPS_LOW_EPS_HIGH for another clipping range")
-    what.add_argument("--sync-interval", type=_positive_int, help="m: weights pushed to the rollout every m steps (default 1)")
-    what.add_argument("--sync-offset", type=_non_negative_int, help="n: each batch consumed n steps after its push (default 0)")
+    what.add_argument("--sync-interval", type=positive_int, help="m: weights pushed to the rollout every m steps (default 1)")
+    what.add_argument("--sync-offset", type=non_negative_int, help="n: each batch consumed n steps after its push (default 0)")
     what.add_argument("--offline", action="store_true", help="never push weights after the start (the paper's stress test)")
     what.add_argument("--epsilon-low", type=float, help=f"epsilon_low of clipped algorithms without @ (default {DEFAULT_EPSILONS[0]})")
     what.add_argument("--epsilon-high", type=float, help=f"epsilon_high of clipped algorithms without @ (default {DEFAULT_EPSILONS[1]})")
     how = parser.add_argument_group("how long")
     how.add_argument("--seeds", type=parse_seeds, help="a count (3: seeds 0,1,2) or a list (0,4); default: the grid's, else 1")
-    how.add_argument("--steps", type=_positive_int, help=f"training steps per run (default: the grid's, else {DEFAULT_STEPS})")
-    how.add_argument("--lr", type=_positive_float, default=DEFAULT_LEARNING_RATE, help="actor learning rate (default %(default)g)")
+    how.add_argument("--steps", type=positive_int, help=f"training steps per run (default: the grid's, else {DEFAULT_STEPS})")
+    how.add_argument("--lr", type=positive_float, default=DEFAULT_LEARNING_RATE, help="actor learning rate (default %(default)g)")
     how.add_argument("--target", type=float, default=DEFAULT_TARGET, help="target reward, fraction of the maximum (default %(default)g)")
     how.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="extra Hydra override for every run (repeatable)")
     out = parser.add_argument_group("output")

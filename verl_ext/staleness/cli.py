@@ -7,21 +7,8 @@ from dataclasses import asdict
 from rich.console import Console
 from rich.table import Table
 
+from verl_ext.argument_types import non_negative_int, positive_int
 from verl_ext.staleness.schedule import StalenessSchedule
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
 
 
 def build_parser(prog: str = "verl-ext schedule") -> argparse.ArgumentParser:
@@ -30,11 +17,11 @@ def build_parser(prog: str = "verl-ext schedule") -> argparse.ArgumentParser:
         description="Preview the delayed_sync schedule: for each training step (0-based), the policy version "
         "that generated its batch, the lag, and whether the weights are pushed to the rollout after it.",
     )
-    parser.add_argument("--sync-interval", type=_positive_int, default=1, help="m: push weights every m steps")
+    parser.add_argument("--sync-interval", type=positive_int, default=1, help="m: push weights every m steps")
     parser.add_argument(
-        "--sync-offset", type=_non_negative_int, default=0, help="n: batches are consumed n steps after their push"
+        "--sync-offset", type=non_negative_int, default=0, help="n: batches are consumed n steps after their push"
     )
-    parser.add_argument("--steps", type=_non_negative_int, required=True, help="number of training steps T")
+    parser.add_argument("--steps", type=non_negative_int, required=True, help="number of training steps T")
     parser.add_argument("--offline", action="store_true", help="never push weights after the initial ones")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     return parser

@@ -1,0 +1,37 @@
+"""argparse ``type=`` converters shared by verl-ext's commands: a bad value is rejected while the command
+line is parsed, before any work starts, with a message naming what was expected."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _number(text: str, kind: type, expected: str):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    value = _number(text, int, "an integer >= 1")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0."""
+    value = _number(text, int, "an integer >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    value = _number(text, float, "a number > 0")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
+    return value
