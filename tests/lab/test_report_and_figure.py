@@ -81,3 +81,12 @@ def test_the_figure_is_a_png_with_one_column_per_setting(tmp_path):
         assert image.format == "PNG"
         width, height = image.size
     assert width > height  # two settings side by side, two rows
+
+
+def test_a_run_cut_short_is_an_error_naming_how_many_steps_verl_logged(tmp_path):
+    from verl_ext.lab.runner import missing_steps_error
+
+    run = LabRun(parse_algorithm("reinforce"), Setting(), seed=0, steps=5)
+    metrics = tmp_path / "run.jsonl"
+    assert missing_steps_error(run, as_steps(step_records([0.5] * 3)), metrics) == f"verl logged 3 of 5 training steps in {metrics}"
+    assert missing_steps_error(run, as_steps(step_records([0.5] * 5)), metrics) is None

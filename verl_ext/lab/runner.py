@@ -167,8 +167,18 @@ def run_lab(
     for run in runs:
         metrics = paths.metrics(run)
         steps = read_step_metrics(metrics) if metrics.is_file() else []
-        records.append(run_record(run, summarize_run(steps, target=target), errors.get(run.name)))
+        error = errors.get(run.name) or missing_steps_error(run, steps, metrics)
+        records.append(run_record(run, summarize_run(steps, target=target), error))
     return records
+
+
+def missing_steps_error(run: LabRun, steps: list[dict[str, Any]], metrics: Path) -> Optional[str]:
+    """An error when verl logged fewer training steps than the run asked for (a run cut short would
+    otherwise be summarised as if it were complete); None when all were logged."""
+    trained = sum(1 for step in steps if REWARD_METRIC in step)
+    if trained >= run.steps:
+        return None
+    return f"verl logged {trained} of {run.steps} training steps in {metrics}"
 
 
 def _run_in_child(pending, paths: LabPaths, assets_dir: Path, all_runs, progress_console) -> dict[str, Optional[str]]:
