@@ -206,6 +206,7 @@ def test_slow_check_is_cut_at_its_budget_off_the_main_thread_and_the_next_check_
 
 
 def test_budget_from_extra_info_and_environment_default(monkeypatch):
+    assert compute_score(MATH, "\\boxed{(x+1)^2}", "x^2+2x+1")["score"] == 1.0  # a child is up: start-up is not budgeted
     start = time.monotonic()
     result = compute_score(MATH, SLOW_ANSWER, SLOW_TRUTH, {"math_timeout_s": 0.3})
     assert result["timed_out"] == 1.0 and time.monotonic() - start < 1.5
@@ -250,3 +251,24 @@ def test_thread_sandbox_bounds_the_wait(fresh_checker):
     worker.join(timeout=5)
     assert results and results[0]["timed_out"] == 1.0 and time.monotonic() - start < 1.5
     assert compute_score(MATH, "\\boxed{0.25}", "\\frac{1}{4}")["score"] == 1.0
+
+
+def test_environment_snapshot_retries_while_another_thread_changes_the_environment(monkeypatch):
+    class ChangingEnviron(dict):
+        """Fails the first two reads, as os.environ does when a variable is set during the copy."""
+
+        failures = 2
+
+        def keys(self):
+            if ChangingEnviron.failures:
+                ChangingEnviron.failures -= 1
+                raise RuntimeError("dictionary changed size during iteration")
+            return super().keys()
+
+        def __iter__(self):
+            return iter(self.keys())
+
+    monkeypatch.setattr(equivalence_pool.os, "environ", ChangingEnviron(PATH="/bin", HOME="/root"))
+    assert equivalence_pool.environment_snapshot() == {"PATH": "/bin", "HOME": "/root"}
+    assert ChangingEnviron.failures == 0
+

@@ -60,11 +60,27 @@ class _WorkerDied(Exception):
     pass
 
 
+def environment_snapshot(attempts: int = 100) -> dict[str, str]:
+    """A copy of ``os.environ`` that is safe to take off the main thread.
+
+    Children are started from background threads, while another thread may set a variable (pytest sets
+    ``PYTEST_CURRENT_TEST`` at every test phase; Ray and verl set some at run time); copying the mapping then
+    can fail with "dictionary changed size during iteration". The copy is retried until it reads a stable
+    mapping.
+    """
+    for _ in range(attempts - 1):
+        try:
+            return dict(os.environ)
+        except RuntimeError:
+            time.sleep(0.001)
+    return dict(os.environ)
+
+
 class _ChildProcess:
     """One running equivalence_worker, spoken to over pipes."""
 
     def __init__(self, memory_limit_mb: int | None):
-        env = dict(os.environ)
+        env = environment_snapshot()
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         if memory_limit_mb is not None:
             env[MEMORY_ENV] = str(memory_limit_mb)
@@ -223,6 +239,8 @@ class ProcessChecker:
                 child = _ChildProcess(self.memory_limit_mb)
             except (_WorkerDied, OSError):
                 pass  # the next check starts one itself (and falls back to threads if that fails too)
+            except Exception:  # noqa: BLE001 -- a background thread must not die with an unreported error
+                logger.exception("verl_ext.rewards: starting a spare math-equivalence child failed")
             finally:
                 with self._condition:
                     self._spares_starting -= 1
