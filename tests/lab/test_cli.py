@@ -83,6 +83,15 @@ def test_dry_run_prints_each_run_and_its_overrides(capsys):
     assert "trainer.v1.delayed_sync.sync_offset=3" in line and "actor_rollout_ref.actor.use_kl_loss=true" in line
 
 
+def test_the_default_headline_runs_a_smaller_batch_named_in_the_run(capsys):
+    assert lab_main(["--dry-run"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(" ")[0] for line in lines] == ["reinforce-m20n0-lr0.001-T25-P8-seed0", "rec_oneside_nois-m20n0-lr0.001-T25-P8-seed0"]
+    for line in lines:
+        assert "data.train_batch_size=8 " in line and "actor_rollout_ref.rollout.n=8 " in line
+        assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64 " in line
+
+
 def test_the_progress_counts_complete_lines_only(tmp_path):
     path = write_jsonl(tmp_path / "m.jsonl", step_records([0.25, 0.5]))
     with path.open("ab") as handle:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from verl_ext.lab.algorithms import AlgorithmChoice, parse_algorithm
-from verl_ext.lab.plan import ON_POLICY, LabRun, Setting, reject_repeated_names
+from verl_ext.lab.plan import ON_POLICY, PROMPTS_PER_STEP, LabRun, Setting, reject_repeated_names
 
 SYNC_INTERVAL_20 = Setting(sync_interval=20, sync_offset=0)
 SYNC_OFFSET_10 = Setting(sync_interval=1, sync_offset=10)
@@ -33,11 +33,12 @@ class Grid:
     cells: tuple[Cell, ...]
     steps: int
     seeds: int
+    prompts_per_step: int = PROMPTS_PER_STEP
 
     def runs(self, seeds: list[int], steps: int, learning_rate: float, extra_overrides: tuple[str, ...] = ()) -> list[LabRun]:
         runs = [
             LabRun(parse_algorithm(cell.algorithm), cell.setting, seed, steps, learning_rate * cell.learning_rate_factor,
-                   tuple(extra_overrides))
+                   tuple(extra_overrides), self.prompts_per_step)
             for cell in self.cells
             for seed in seeds
         ]
@@ -57,10 +58,11 @@ GRIDS: dict[str, Grid] = {
         Grid(
             "headline",
             "REINFORCE without clipping degrades under stale data, REC-OneSide does not (the lab's default: a short "
-            "'clipping', one seed, sync_interval=20)",
+            "'clipping', one seed, sync_interval=20, 8 prompts x 8 responses per step to fit in 5 minutes)",
             _cells(["reinforce", "rec_oneside_nois"], [SYNC_INTERVAL_20]),
             steps=25,
             seeds=1,
+            prompts_per_step=8,
         ),
         Grid(
             "calibration",
@@ -95,7 +97,8 @@ GRIDS: dict[str, Grid] = {
         Grid(
             "offline",
             "offline (every batch from the initial policy): enlarged clipping speeds early training but eventually "
-            "collapses",
+            "collapses. The lab measures only the drift here (KL to initial): offline batches all come from the "
+            "initial policy, so their reward does not follow the trained policy",
             _cells(["rec_oneside_nois", "rec_oneside_nois@0.6_2.0"], [OFFLINE]),
             steps=60,
             seeds=1,

@@ -93,8 +93,11 @@ class LabRun:
     steps: int = DEFAULT_STEPS
     learning_rate: float = DEFAULT_LEARNING_RATE
     extra_overrides: tuple[str, ...] = field(default=())
+    prompts_per_step: int = PROMPTS_PER_STEP
 
     def __post_init__(self):
+        if self.prompts_per_step < 1:
+            raise ValueError(f"prompts_per_step must be >= 1, got {self.prompts_per_step}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if not self.learning_rate > 0:
@@ -102,15 +105,17 @@ class LabRun:
 
     @property
     def name(self) -> str:
-        """A file-system-safe experiment name: algorithm, setting, lr, steps, seed (extra overrides are not in it:
+        """A file-system-safe experiment name: algorithm, setting, lr, steps, prompts per step when not the
+        default (``-P8``), seed (extra overrides are not in it:
         :mod:`verl_ext.lab.runner` keys reuse on the full override list)."""
         setting = "offline" if self.setting.offline else f"m{self.setting.sync_interval}n{self.setting.sync_offset}"
-        raw = f"{self.algorithm.label}-{setting}-lr{self.learning_rate:g}-T{self.steps}-seed{self.seed}"
+        batch = "" if self.prompts_per_step == PROMPTS_PER_STEP else f"-P{self.prompts_per_step}"
+        raw = f"{self.algorithm.label}-{setting}-lr{self.learning_rate:g}-T{self.steps}{batch}-seed{self.seed}"
         return re.sub(r"[^A-Za-z0-9_.=-]", "_", raw.replace("@", "-eps"))
 
     def overrides(self) -> tuple[str, ...]:
         return (
-            *batch_overrides(),
+            *batch_overrides(self.prompts_per_step),
             *self.algorithm.overrides(),
             *self.setting.overrides(),
             f"actor_rollout_ref.actor.optim.lr={self.learning_rate}",
