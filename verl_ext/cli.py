@@ -155,29 +155,12 @@ def doctor_main(argv) -> int:
     return 0
 
 
-def schedule_command(argv) -> int:
-    from verl_ext.staleness.cli import schedule_main
-
-    return schedule_main(argv)
-
-
-def plot_command(argv) -> int:
-    from verl_ext.plotting import plot_main
-
-    return plot_main(argv)
-
-
-def lab_command(argv) -> int:
-    from verl_ext.lab.cli import lab_main
-
-    return lab_main(argv)
-
-
-def module_main(module: str):
-    """A subcommand that runs ``main(argv)`` of another verl-ext module (imported only when used)."""
+def module_main(module: str, function: str = "main"):
+    """A subcommand that runs ``function(argv)`` of another verl-ext module, imported only when it is used
+    (so ``verl-ext list`` does not pay for matplotlib, Ray or the lab)."""
 
     def command(argv) -> int:
-        return importlib.import_module(module).main(argv)
+        return getattr(importlib.import_module(module), function)(argv)
 
     return command
 
@@ -185,9 +168,9 @@ def module_main(module: str):
 COMMANDS = {
     "list": (list_main, "list the registered algorithms, their keys and defaults"),
     "doctor": (doctor_main, "check verl's version, the plugin and the registries (non-zero exit on failure)"),
-    "schedule": (schedule_command, "preview the delayed_sync staleness schedule"),
-    "plot": (plot_command, "plot the papers' panels from finished runs' metrics (docs/run-scripts.md)"),
-    "lab": (lab_command, "run the papers' comparisons through verl on the CPU backend (docs/lab.md)"),
+    "schedule": (module_main("verl_ext.staleness.cli", "schedule_main"), "preview the delayed_sync staleness schedule"),
+    "plot": (module_main("verl_ext.plotting", "plot_main"), "plot the papers' panels from finished runs' metrics (docs/run-scripts.md)"),
+    "lab": (module_main("verl_ext.lab.cli", "lab_main"), "run the papers' comparisons through verl on the CPU backend (docs/lab.md)"),
     "quickstart": (module_main("verl_ext.cpu.quickstart"), "verl's real training loop on this CPU (docs/cpu-backend.md)"),
     "tiny-assets": (module_main("verl_ext.tiny.assets"), "build the tiny offline model, tokenizer and task data"),
 }

@@ -136,11 +136,10 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
     from verl_ext.lab.report import json_records, markdown_table, rich_table
     from verl_ext.lab.runner import Terminated, run_lab
     from verl_ext.lab.summary import aggregate
+    from verl_ext.lab.warm_start import initial_policy_assets
     from verl_ext.tiny.assets import default_assets_dir
 
     out_dir = (args.out or Path("outputs") / "lab").resolve()
-    from verl_ext.lab.warm_start import initial_policy_assets
-
     assets = initial_policy_assets((args.assets or default_assets_dir()).resolve(), args.initial_model)
     console.print(f"[verl-ext lab] {len(runs)} runs of verl's main_ppo on the CPU backend -> {out_dir} "
                   f"(log: {out_dir / 'lab.log'})", highlight=False)
