@@ -5,11 +5,13 @@ constructor: in verl's single controller (the TaskRunner), before any worker gro
 reward worker exists. Every error names the config key and the values it accepts.
 """
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_ext.config_values import ConfigError, reject
 from verl_ext.staleness.schedule import StalenessSchedule
 
 TRAINER_MODE = "delayed_sync"
@@ -32,6 +34,12 @@ class DelayedSyncConfig:
     # off-policy GRPO's zero-variance masking: leave out of each step's batch every prompt group whose
     # rewards are all equal, without drawing new prompts (the step trains on the other groups)
     zero_variance_masking: bool = False
+    # generate each version's batches in the background while the trainer trains on the batches it holds
+    # (same schedule); needs a resident rollout engine (actor_rollout_ref.rollout.free_cache_engine=false)
+    overlap: bool = False
+    # with overlap: the share of each GPU the actor needs (FSDP parameters, gradients, optimizer state,
+    # activations) next to the resident engine's actor_rollout_ref.rollout.gpu_memory_utilization
+    actor_memory_fraction: float = 0.4
 
     def schedule(self) -> StalenessSchedule:
         return StalenessSchedule(
@@ -45,18 +53,26 @@ _ALLOWED = {
     "offline": "true or false",
     "measure_mismatch": "true or false",
     "zero_variance_masking": "true or false",
+    "overlap": "true or false",
+    "actor_memory_fraction": "a number > 0 and < 1",
 }
+
+# With overlap, engine and actor share every GPU for the whole run; this much stays free for the CUDA
+# context, NCCL buffers and allocator fragmentation.
+OVERLAP_MEMORY_HEADROOM = 0.05
 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_fraction(value: Any) -> bool:
+    """A finite number strictly between 0 and 1."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 < value < 1
+
+
 def _reject(key: str, value: Any, allowed: str, why: str = "") -> None:
-    message = f"{key}={value!r} is invalid: allowed values are {allowed}."
-    if why:
-        message += f" {why}"
-    raise ValueError(message)
+    reject(key, value, allowed, why)  # a ConfigError (a ValueError), one message shape for every verl-ext key
 
 
 def read_delayed_sync_block(block: Any) -> DelayedSyncConfig:
@@ -69,7 +85,7 @@ def read_delayed_sync_block(block: Any) -> DelayedSyncConfig:
         _reject(CONFIG_KEY, block, "a mapping with keys " + ", ".join(_ALLOWED))
     unknown = sorted(set(block) - set(_ALLOWED))
     if unknown:
-        raise ValueError(
+        raise ConfigError(
             f"{CONFIG_KEY} has unknown key(s) {', '.join(unknown)}: allowed keys are {', '.join(_ALLOWED)}."
         )
     values = {field.name: block.get(field.name, field.default) for field in fields(DelayedSyncConfig)}
@@ -77,9 +93,20 @@ def read_delayed_sync_block(block: Any) -> DelayedSyncConfig:
         _reject(f"{CONFIG_KEY}.sync_interval", values["sync_interval"], _ALLOWED["sync_interval"])
     if not _is_int(values["sync_offset"]) or values["sync_offset"] < 0:
         _reject(f"{CONFIG_KEY}.sync_offset", values["sync_offset"], _ALLOWED["sync_offset"])
-    for key in ("offline", "measure_mismatch", "zero_variance_masking"):
+    for key in ("offline", "measure_mismatch", "zero_variance_masking", "overlap"):
         if not isinstance(values[key], bool):
             _reject(f"{CONFIG_KEY}.{key}", values[key], _ALLOWED[key])
+    if not _is_fraction(values["actor_memory_fraction"]):
+        _reject(f"{CONFIG_KEY}.actor_memory_fraction", values["actor_memory_fraction"], _ALLOWED["actor_memory_fraction"])
+    if values["offline"] and (values["sync_interval"], values["sync_offset"]) != (1, 0):
+        changed = "sync_interval" if values["sync_interval"] != 1 else "sync_offset"
+        _reject(
+            f"{CONFIG_KEY}.{changed}",
+            values[changed],
+            f"{1 if changed == 'sync_interval' else 0} (the default) with {CONFIG_KEY}.offline=true",
+            "Offline never pushes weights after the start, so sync_interval and sync_offset would be silently "
+            "ignored: drop them, or set offline=false for the delayed schedule they describe.",
+        )
     return DelayedSyncConfig(**values)
 
 
@@ -140,7 +167,56 @@ def delayed_sync_config_from(config: DictConfig) -> DelayedSyncConfig:
             _reject(key, value, "null with delayed_sync", "The mode selects each step's batch itself.")
     if block.zero_variance_masking:
         _check_zero_variance_masking(config)
+    if block.overlap:
+        _check_overlap(config, block)
     return block
+
+
+def _check_overlap(config: DictConfig, block: DelayedSyncConfig) -> None:
+    """Overlap generates while the actor trains: the engine must keep its weights, something must be
+    generated ahead (n >= 1), the rewards must not need the GPU mid-step, and engine and actor must both fit."""
+    why = f"with {CONFIG_KEY}.overlap=true"
+    free_cache_engine = OmegaConf.select(config, "actor_rollout_ref.rollout.free_cache_engine", default=True)
+    if free_cache_engine is not False:
+        _reject(
+            "actor_rollout_ref.rollout.free_cache_engine",
+            free_cache_engine,
+            f"false {why}",
+            "A colocated engine that frees its cache sleeps between generations and discards its weights, so "
+            "it cannot generate while the actor trains; overlap needs it resident (weights and KV cache kept).",
+        )
+    if block.sync_offset == 0 and not block.offline:
+        _reject(
+            f"{CONFIG_KEY}.sync_offset",
+            0,
+            f"an integer >= 1 {why} (or {CONFIG_KEY}.offline=true)",
+            "With sync_offset=0 the first batch of every interval is generated by the weights pushed right "
+            "before it is trained on, and the engine generates an interval's batches together, so every step "
+            "that follows a push waits for the whole generation: nothing is hidden behind training.",
+        )
+    reward_model_enabled = bool(OmegaConf.select(config, "reward.reward_model.enable", default=False))
+    separate_pool = bool(OmegaConf.select(config, "reward.reward_model.enable_resource_pool", default=False))
+    if reward_model_enabled and not separate_pool:
+        _reject(
+            "reward.reward_model.enable_resource_pool",
+            False,
+            f"true {why} when reward.reward_model.enable=true",
+            "A colocated reward model is woken on the training GPUs in the middle of every step, next to the "
+            "resident rollout engine and the actor; give it its own resource pool or use a rule-based reward.",
+        )
+    engine_fraction = OmegaConf.select(config, "actor_rollout_ref.rollout.gpu_memory_utilization", default=0.5)
+    if not _is_fraction(engine_fraction):
+        _reject("actor_rollout_ref.rollout.gpu_memory_utilization", engine_fraction, f"a number > 0 and < 1 {why}")
+    if engine_fraction + block.actor_memory_fraction > 1 - OVERLAP_MEMORY_HEADROOM:
+        raise ValueError(
+            f"actor_rollout_ref.rollout.gpu_memory_utilization={engine_fraction} and "
+            f"{CONFIG_KEY}.actor_memory_fraction={block.actor_memory_fraction} cannot both hold on a GPU {why}: "
+            f"their sum must be <= {1 - OVERLAP_MEMORY_HEADROOM:g} (the resident engine keeps its share for the "
+            f"whole run, the actor trains next to it, and {OVERLAP_MEMORY_HEADROOM:g} stays for the CUDA context "
+            "and NCCL). Lower gpu_memory_utilization (a smaller KV cache), or offload the actor's parameters or "
+            "optimizer (actor_rollout_ref.actor.fsdp_config.param_offload / optimizer_offload) and lower "
+            "actor_memory_fraction to what it then needs."
+        )
 
 
 def _check_zero_variance_masking(config: DictConfig) -> None:
@@ -163,4 +239,25 @@ def _check_zero_variance_masking(config: DictConfig) -> None:
             group_size,
             f"an integer >= 2 {why}",
             "A group of one response has no reward variance to measure.",
+        )
+
+
+def check_staleness_keys(config: DictConfig) -> None:
+    """The ``trainer.v1.delayed_sync`` checks for any trainer mode, run in the driver before Ray starts
+    (:mod:`verl_ext.run_checks`): the block's values always (a typo or a NaN is an error in every mode), the
+    whole mode's requirements with ``trainer_mode=delayed_sync``, and masking is refused outside it (it
+    would silently do nothing)."""
+    use_v1 = OmegaConf.select(config, "trainer.use_v1", default=True)
+    mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default=None)
+    if use_v1 and mode == TRAINER_MODE:
+        delayed_sync_config_from(config)
+        return
+    block = read_delayed_sync_block(OmegaConf.select(config, CONFIG_KEY, default=None))
+    if block.zero_variance_masking:
+        _reject(
+            f"{CONFIG_KEY}.zero_variance_masking",
+            True,
+            f"false outside trainer.v1.trainer_mode={TRAINER_MODE}",
+            f"It does nothing with trainer.use_v1={use_v1}, trainer.v1.trainer_mode={mode}: use {TRAINER_MODE}, or "
+            "verl's own algorithm.filter_groups.enable=true (which draws new prompts to refill).",
         )
