@@ -2,8 +2,10 @@
 
 A dataset module supplies a converter, ``convert(data, record, report) -> list[row]``, that turns one raw
 record into zero or more verl rows, raising :class:`~data_prep.split_report.MalformedRecord` for a record
-it cannot use. :func:`convert_split` runs it over a raw split with a progress bar and counts everything;
-:func:`write_outputs` refuses an empty split, writes the parquet files and prints the reports.
+it cannot use. :func:`convert_split` runs it over a raw split with a progress bar and counts everything
+(a produced row that parquet could not store is a skip too); :func:`check_outputs_place` refuses a bad
+``--local_save_dir`` before any conversion; :func:`write_outputs` refuses an empty split and replaces the
+output folder's files at once (:mod:`data_prep.save_folder`).
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from data_prep.raw_records import RawRecord, RawSplit
+from data_prep.save_folder import check_save_dir, replace_outputs
 from data_prep.split_report import DataPrepError, MalformedRecord, MalformedRecordError, SplitReport
 from verl_ext.argument_types import positive_int
 
@@ -60,8 +63,15 @@ def add_held_out_flags(parser: argparse.ArgumentParser, default_test_size: int) 
 def convert_split(
     raw: RawSplit, convert: Converter, report: SplitReport, strict: bool, progress_label: str | None = None
 ) -> list[dict[str, Any]]:
-    """Run ``convert`` over every record of ``raw``; returns the rows and fills ``report``."""
+    """Run ``convert`` over every record of ``raw``; returns the rows and fills ``report``.
+
+    Each record counts once: out (it gave rows), skipped (malformed: the converter raised, its data is
+    nested too deeply to walk, or a produced row holds a value parquet cannot store) or filtered (the
+    converter returned no row and said why with ``report.filter``).
+    """
     from tqdm import tqdm
+
+    from data_prep.verl_rows import storage_problem
 
     rows: list[dict[str, Any]] = []
     records = tqdm(
@@ -74,17 +84,28 @@ def convert_split(
     )
     for record in records:
         report.rows_in += 1
+        filtered_before = report.rows_filtered
         try:
             if record.problem is not None:
                 raise MalformedRecord("<record>", record.problem)
-            produced = convert(record.data, record, report)
+            try:
+                produced = convert(record.data, record, report)
+            except RecursionError:
+                raise MalformedRecord("<record>", "nested too deeply to process") from None
+            for row in produced:
+                problem = storage_problem(row)
+                if problem is not None:
+                    raise MalformedRecord(*problem)
         except MalformedRecord as malformed:
             if strict:
                 raise MalformedRecordError(raw.source, record.location, malformed.field, malformed.reason) from None
             report.skip(malformed.field, malformed.reason)
             continue
-        rows.extend(produced)
-    report.rows_out = len(rows)
+        if produced:
+            report.rows_out += 1
+            rows.extend(produced)
+        elif report.rows_filtered == filtered_before:
+            report.filter("gave no row")
     return rows
 
 
@@ -121,15 +142,24 @@ def number_rows(rows: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
     return rows
 
 
-def write_outputs(save_dir: str | Path, outputs: dict[str, list[dict[str, Any]]]) -> dict[str, Path]:
-    """Write ``<save_dir>/<name>.parquet`` for each output; an empty output is an error (nothing written)."""
-    from data_prep.verl_rows import write_parquet
+def check_outputs_place(args: argparse.Namespace, raws: Iterable[RawSplit | None]) -> Path:
+    """The save folder, checked against the inputs before anything is converted (see save_folder)."""
+    files = [path for raw in raws if raw is not None for path in raw.files]
+    return check_save_dir(args.local_save_dir, args.local_dataset_path, files)
 
+
+def write_outputs(
+    args: argparse.Namespace, dataset: str, outputs: dict[str, list[dict[str, Any]]], reports: Sequence[SplitReport]
+) -> dict[str, Path]:
+    """Replace ``<save_dir>/<name>.parquet`` for every output and the manifest, all at once.
+
+    An empty output is an error, and then nothing is written.
+    """
     empty = [name for name, rows in outputs.items() if not rows]
     if empty:
         raise DataPrepError(f"no rows left for {empty} after skipping; nothing written (see the report above)")
-    save_dir = Path(save_dir).expanduser()
-    return {name: write_parquet(rows, save_dir / f"{name}.parquet") for name, rows in outputs.items()}
+    save_dir = check_save_dir(args.local_save_dir, None, [])
+    return replace_outputs(save_dir, outputs, dataset, vars(args), [report.as_dict() for report in reports])
 
 
 def print_reports(reports: Sequence[SplitReport]) -> None:
@@ -143,11 +173,22 @@ def print_written(paths: dict[str, Path], outputs: dict[str, list[dict[str, Any]
 
 
 def run_command(main: Callable[[argparse.Namespace], None], parser: argparse.ArgumentParser, argv=None) -> int:
-    """Parse ``argv``, run ``main``; a :class:`DataPrepError` prints ``error: ...`` and returns status 2."""
+    """Parse ``argv``, run ``main``; a :class:`DataPrepError` prints ``error: ...`` and returns status 2,
+    Ctrl-C prints that nothing was written and returns 130 (the previous outputs are untouched)."""
     args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a file name that is not valid UTF-8 must not stop a report
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         main(args)
     except DataPrepError as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return 2
+    except KeyboardInterrupt:
+        print(
+            f"error: interrupted; {args.local_save_dir} holds the files of the last complete run",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 130
     return 0

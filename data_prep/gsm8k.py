@@ -2,9 +2,11 @@
 
 Raw fields: ``question`` and ``answer``, a worked solution ending in one line ``#### N``. The prompt is
 the question plus verl's instruction to answer after ``####``; the ground truth is N with thousands
-commas removed (``#### 109,200,000`` -> ``"109200000"``).
+commas removed (``#### 109,200,000`` -> ``"109200000"``). Only well-formed groups are read that way
+(``1,234`` or ``12,345.5``); ``#### 1,2,3`` or ``#### 1.000,5`` is a counted skip, never a guess.
 
     python -m data_prep.gsm8k --local_save_dir ~/data/gsm8k [--local_dataset_path DIR] [--strict]
+                              [--drop_duplicates]
 
 ``DIR`` holds ``train.*`` and ``test.*`` (JSON Lines, JSON or Parquet) in the hub schema.
 """
@@ -15,7 +17,16 @@ import re
 import sys
 from typing import Any
 
-from data_prep.command import base_parser, convert_split, print_reports, print_written, run_command, write_outputs
+from data_prep.command import (
+    base_parser,
+    check_outputs_place,
+    convert_split,
+    print_reports,
+    print_written,
+    run_command,
+    write_outputs,
+)
+from data_prep.overlap import add_drop_duplicates_flag, flag_shared_prompts
 from data_prep.raw_records import RawRecord, RawSplit, find_split_files, load_hub_split, read_files, require_columns
 from data_prep.split_report import MalformedRecord, SplitReport, text_field
 from data_prep.verl_rows import rl_row, user_prompt
@@ -28,17 +39,23 @@ REQUIRED_FIELDS = ("question", "answer")
 INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_GROUPED_NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 1,234 and 12,345.5; not 1,2,3 nor 1.000,5
+_DIGITS_AND_SEPARATORS = re.compile(r"-?[\d.,]+")
 
 
 def final_answer(solution: str) -> str:
-    """The number after the last ``####`` of a worked solution, commas removed."""
+    """The number after the last ``####`` of a worked solution, well-formed thousands commas removed."""
     position = solution.rfind("####")
     if position < 0:
         raise MalformedRecord("answer", "no '#### N' final-answer line")
-    value = solution[position + 4 :].strip().replace(",", "")
-    if not _NUMBER.fullmatch(value):
-        raise MalformedRecord("answer", "the final answer after '####' is not a number")
-    return value
+    value = solution[position + 4 :].strip()
+    if _NUMBER.fullmatch(value):
+        return value
+    if _GROUPED_NUMBER.fullmatch(value):
+        return value.replace(",", "")
+    if "," in value and _DIGITS_AND_SEPARATORS.fullmatch(value) and any(c.isdigit() for c in value):
+        raise MalformedRecord("answer", "the final answer's thousands separators are ill-formed")
+    raise MalformedRecord("answer", "the final answer after '####' is not a number")
 
 
 def convert(data: dict[str, Any], record: RawRecord, report: SplitReport) -> list[dict[str, Any]]:
@@ -65,20 +82,26 @@ def load_raw(split: str, local_dataset_path: str | None) -> RawSplit:
 
 def run(args) -> None:
     raws = {split: load_raw(split, args.local_dataset_path) for split in SPLITS}
+    check_outputs_place(args, raws.values())
     for raw in raws.values():  # check every input before converting any
         require_columns(raw, REQUIRED_FIELDS, DATASET)
-    outputs, reports = {}, []
+    outputs, reports = {}, {}
     for split, raw in raws.items():
-        report = SplitReport(DATASET, split, raw.source)
-        outputs[split] = convert_split(raw, convert, report, args.strict)
-        reports.append(report)
-    print_reports(reports)
-    print_written(write_outputs(args.local_save_dir, outputs), outputs)
+        reports[split] = SplitReport(DATASET, split, raw.source)
+        outputs[split] = convert_split(raw, convert, reports[split], args.strict)
+    flag_shared_prompts(outputs, reports, ["test"], args.drop_duplicates)
+    print_reports(reports.values())
+    print_written(write_outputs(args, DATASET, outputs, list(reports.values())), outputs)
+
+
+def build_parser():
+    parser = base_parser(DATASET, __doc__.splitlines()[0])
+    add_drop_duplicates_flag(parser)
+    return parser
 
 
 def main(argv=None) -> int:
-    parser = base_parser(DATASET, __doc__.splitlines()[0])
-    return run_command(run, parser, argv)
+    return run_command(run, build_parser(), argv)
 
 
 if __name__ == "__main__":

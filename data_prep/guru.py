@@ -11,6 +11,11 @@ format: ``data_source`` (``math__...``), ``prompt`` (one user message asking for
 ``PATH`` is the math file itself or a folder holding ``math__*.parquet`` (also ``.jsonl``/``.json``),
 directly or under ``train/`` as in the hub repository. Required fields: ``data_source``, ``prompt``,
 ``reward_model``; ``ability`` and ``extra_info`` are optional.
+
+Pass-through values are stored as they are when parquet can hold them; a row with one it cannot (an
+integer beyond 64 bits, text with a lone surrogate) is skipped naming the field. A pass-through field
+whose values differ in type from row to row (a number here, text there) has no single parquet column
+type: it is stored as text in every row, and the report says so.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 from data_prep.command import (
     add_held_out_flags,
     base_parser,
+    check_outputs_place,
     convert_split,
     held_out_split,
     number_rows,
@@ -31,7 +37,16 @@ from data_prep.command import (
     run_command,
     write_outputs,
 )
-from data_prep.raw_records import RAW_FORMATS, RawRecord, RawSplit, load_hub_split, read_files, require_columns
+from data_prep.overlap import merge_by_prompt
+from data_prep.raw_records import (
+    RAW_FORMATS,
+    OversizedInt,
+    RawRecord,
+    RawSplit,
+    load_hub_split,
+    read_files,
+    require_columns,
+)
 from data_prep.split_report import DataPrepError, MalformedRecord, SplitReport, text_field
 from data_prep.verl_rows import rl_row
 
@@ -91,14 +106,44 @@ def _ground_truth(reward_model: Any) -> str:
     return value
 
 
-def _scalar(value: Any) -> Any:
+def _scalar(key: str, value: Any) -> Any:
     """Keep JSON scalars as they are; store lists and dicts as JSON text (parquet needs one type per key)."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
+
+    def other(item: Any) -> str:
+        if isinstance(item, OversizedInt):
+            raise MalformedRecord(f"extra_info.{key}", "an integer beyond the 64-bit range")
+        return str(item)  # parquet's own types (dates, decimals, bytes) as text
+
+    if isinstance(value, OversizedInt):
+        other(value)
+    return json.dumps(value, ensure_ascii=False, default=other)
+
+
+def _kind(value: Any) -> str | None:
+    """The parquet column kind of a pass-through value (int and float share one: numbers)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "bool"
+    return "number" if isinstance(value, (int, float)) else "text"
+
+
+def unify_pass_through(rows: list[dict[str, Any]], report: SplitReport) -> None:
+    """Store as text every ``extra_info`` field whose values mix kinds across rows, with a note."""
+    kinds: dict[str, set[str]] = {}
+    for row in rows:
+        for key, value in row["extra_info"].items():
+            kind = _kind(value)
+            if kind is not None:
+                kinds.setdefault(key, set()).add(kind)
+    for key in sorted(key for key, found in kinds.items() if len(found) > 1):
+        for row in rows:
+            value = row["extra_info"].get(key)
+            if value is not None and not isinstance(value, str):
+                row["extra_info"][key] = json.dumps(value)
+        report.notes.append(f"extra_info.{key} holds {' and '.join(sorted(kinds[key]))} values: stored as text")
 
 
 def convert(data: dict[str, Any], record: RawRecord, report: SplitReport) -> list[dict[str, Any]]:
@@ -110,8 +155,8 @@ def convert(data: dict[str, Any], record: RawRecord, report: SplitReport) -> lis
     ground_truth = _ground_truth(data.get("reward_model"))
     ability = data.get("ability") if isinstance(data.get("ability"), str) else "math"
     original_extra = data.get("extra_info") if isinstance(data.get("extra_info"), dict) else {}
-    extra_info = {key: _scalar(value) for key, value in original_extra.items()}
-    extra_info.update({key: _scalar(data[key]) for key in data if key not in CORE_FIELDS})
+    extra_info = {str(key): _scalar(str(key), value) for key, value in original_extra.items()}
+    extra_info.update({key: _scalar(key, data[key]) for key in data if key not in CORE_FIELDS})
     if "index" in extra_info:  # the index written below numbers rows within our split; keep theirs too
         extra_info["original_index"] = extra_info["index"]
     extra_info.update({"split": "", "index": record.row, "source_index": record.row})
@@ -130,20 +175,27 @@ def load_raw(local_dataset_path: str | None) -> RawSplit:
 
 def run(args) -> None:
     raw = load_raw(args.local_dataset_path)
+    check_outputs_place(args, [raw])
     require_columns(raw, REQUIRED_FIELDS, DATASET)
     report = SplitReport(DATASET, "source", raw.source)
     rows = convert_split(raw, convert, report, args.strict)
+    unify_pass_through(rows, report)
+    groups = merge_by_prompt([[row] for row in rows], report)
     print_reports([report])
-    train, test = held_out_split([[row] for row in rows], args.test_size, args.seed, "math rows")
+    train, test = held_out_split(groups, args.test_size, args.seed, "math rows")
     outputs = {"train": number_rows(train, "train"), "test": number_rows(test, "test")}
     print(f"held-out split (seed {args.seed}): train {len(train)} rows, test {len(test)} rows", flush=True)
-    print_written(write_outputs(args.local_save_dir, outputs), outputs)
+    print_written(write_outputs(args, DATASET, outputs, [report]), outputs)
+
+
+def build_parser():
+    parser = base_parser(DATASET, __doc__.splitlines()[0])
+    add_held_out_flags(parser, DEFAULT_TEST_SIZE)
+    return parser
 
 
 def main(argv=None) -> int:
-    parser = base_parser(DATASET, __doc__.splitlines()[0])
-    add_held_out_flags(parser, DEFAULT_TEST_SIZE)
-    return run_command(run, parser, argv)
+    return run_command(run, build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ Two raw schemas are accepted, told apart by their columns:
   ``answer``; the ground truth is ``answer``. A file with both ``answer`` and ``solution`` uses ``answer``.
 
     python -m data_prep.math --local_save_dir ~/data/math [--local_dataset_path DIR] [--no_math500] [--strict]
+                             [--drop_duplicates]
 
 ``DIR`` holds ``train.*`` and ``test.*`` and, optionally, ``math500.*``. Output: ``train.parquet`` and
 ``test.parquet`` with ``data_source="DigitalLearningGmbH/MATH-lighteval"``, and ``math500.parquet`` with
@@ -21,13 +22,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from data_prep.command import base_parser, convert_split, print_reports, print_written, run_command, write_outputs
+from data_prep.command import (
+    base_parser,
+    check_outputs_place,
+    convert_split,
+    print_reports,
+    print_written,
+    run_command,
+    write_outputs,
+)
+from data_prep.overlap import add_drop_duplicates_flag, flag_shared_prompts
 from data_prep.raw_records import (
-    RAW_FORMATS,
     RawRecord,
     RawSplit,
     columns_of,
     find_split_files,
+    has_split_files,
     load_hub_split,
     read_files,
     require_columns,
@@ -59,16 +69,26 @@ def schema_of(raw: RawSplit) -> str:
     )
 
 
+MAX_LEVEL = 1000  # MATH has levels 1 to 5; anything far beyond is not a level
+
+
 def parse_level(value: Any) -> int | None:
-    """``"Level 3"`` or ``3`` -> 3; ``"Level ?"`` (present in MATH) or anything else -> None."""
-    if isinstance(value, bool):
+    """``"Level 3"`` or ``3`` -> 3; ``"Level ?"`` (present in MATH) or no level -> None.
+
+    Anything else (``"hard"``, a float, a list, a level above :data:`MAX_LEVEL`) is a MalformedRecord
+    on ``level``: a row is skipped and counted rather than stored with a level it did not have.
+    """
+    if value is None:
         return None
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_LEVEL:
         return value
     if isinstance(value, str):
-        match = re.fullmatch(r"\s*(?:Level\s*)?(\d+)\s*", value)
-        return int(match.group(1)) if match else None
-    return None
+        if re.fullmatch(r"\s*Level\s*\?\s*", value):
+            return None
+        match = re.fullmatch(r"\s*(?:Level\s*)?(\d{1,4})\s*", value)
+        if match and int(match.group(1)) <= MAX_LEVEL:
+            return int(match.group(1))
+    raise MalformedRecord("level", f"not a MATH level ('Level N', N from 0 to {MAX_LEVEL}, or 'Level ?')")
 
 
 def ground_truth_from_solution(solution: str) -> str:
@@ -119,7 +139,7 @@ def load_raw(output: str, local_dataset_path: str | None) -> RawSplit | None:
         hub_name, split = HUB_SOURCES[output]
         return load_hub_split(hub_name, split)
     directory = Path(local_dataset_path).expanduser()
-    if output == "math500" and not any(any(directory.glob(f"math500*.{fmt}")) for fmt in RAW_FORMATS):
+    if output == "math500" and directory.is_dir() and not has_split_files(directory, "math500"):
         return None
     return read_files(output, find_split_files(directory, output))
 
@@ -130,24 +150,30 @@ def run(args) -> None:
     if raws.get("math500", True) is None:
         print(f"note: no math500.* file in {args.local_dataset_path}: math500.parquet not written", flush=True)
         del raws["math500"]
+    check_outputs_place(args, raws.values())
     schemas = {}
     for name, raw in raws.items():  # check every input before converting any
         require_columns(raw, ("problem",), DATASET)
         schemas[name] = schema_of(raw)
-    outputs, reports = {}, []
+    outputs, reports = {}, {}
     for name, raw in raws.items():
         data_source = MATH500_DATA_SOURCE if name == "math500" else DATA_SOURCE
-        report = SplitReport(DATASET, name, f"{raw.source}, {schemas[name]} schema")
-        outputs[name] = convert_split(raw, make_converter(schemas[name], data_source), report, args.strict)
-        reports.append(report)
-    print_reports(reports)
-    print_written(write_outputs(args.local_save_dir, outputs), outputs)
+        reports[name] = SplitReport(DATASET, name, f"{raw.source}, {schemas[name]} schema")
+        outputs[name] = convert_split(raw, make_converter(schemas[name], data_source), reports[name], args.strict)
+    flag_shared_prompts(outputs, reports, ["test", "math500"], args.drop_duplicates)
+    print_reports(reports.values())
+    print_written(write_outputs(args, DATASET, outputs, list(reports.values())), outputs)
+
+
+def build_parser():
+    parser = base_parser(DATASET, __doc__.splitlines()[0])
+    parser.add_argument("--no_math500", action="store_true", help="do not write the MATH-500 evaluation file")
+    add_drop_duplicates_flag(parser)
+    return parser
 
 
 def main(argv=None) -> int:
-    parser = base_parser(DATASET, __doc__.splitlines()[0])
-    parser.add_argument("--no_math500", action="store_true", help="do not write the MATH-500 evaluation file")
-    return run_command(run, parser, argv)
+    return run_command(run, build_parser(), argv)
 
 
 if __name__ == "__main__":

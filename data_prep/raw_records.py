@@ -4,21 +4,57 @@ A :class:`RawSplit` is an iterable of :class:`RawRecord` plus what the conversio
 on it: where it came from, how many records it holds (for the progress bar), and its column names, which
 :func:`require_columns` checks before any record is converted, so a wrong file fails at once.
 
-A JSON Lines line that is not valid JSON, or a JSON array element that is not an object, becomes a record
-with ``problem`` set: the loop skips and counts it like any other malformed record.
+A JSON Lines line that cannot be read (invalid UTF-8, invalid JSON, nested too deeply, not an object), or a
+JSON array element that is not an object, becomes a record with ``problem`` set: the loop skips and counts
+it like any other malformed record. A whole file that cannot be read (missing, unreadable, a JSON array
+that is not valid JSON, a corrupt parquet page) is a :class:`DataPrepError`. A UTF-8 byte-order mark at the
+start of a JSON or JSON Lines file is ignored. An integer too long for Python to read (more than 4,300
+digits) becomes an :class:`OversizedInt`: harmless in a field nobody reads, a counted skip where a value is
+written (it cannot be stored).
+
+**Which files are a split.** For a split ``S`` and a format ``F`` (``jsonl``, ``json``, ``parquet``) a
+folder holds the split either as one file ``S.F`` or as a complete set of shards ``S-<i>-of-<n>.F`` with
+``<i>`` and ``<n>`` decimal numbers (the hub writes ``train-00000-of-00002.parquet``) and every index
+``0 .. n-1`` present once. Any other name (``train-old-backup.jsonl``, ``train_v2.jsonl``) is not part of
+the split: it is ignored, with a note on stderr.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
+import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from data_prep.split_report import DataPrepError
 
 RAW_FORMATS = ("jsonl", "json", "parquet")
+
+
+class OversizedInt:
+    """A JSON integer too long to convert (Python refuses more than 4,300 digits): kept as its digit count."""
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<integer of {self.digits} digits>"
+
+
+def _parse_int(text: str) -> int | OversizedInt:
+    try:
+        return int(text)
+    except ValueError:
+        return OversizedInt(len(text.lstrip("-")))
+
+
+def parse_json(text: str):
+    """``json.loads`` that reads any integer (see :class:`OversizedInt`); raises ValueError or RecursionError."""
+    return json.loads(text, parse_int=_parse_int)
 
 
 @dataclass
@@ -42,36 +78,101 @@ class RawSplit:
     num_records: int | None
     columns: list[str] | None  # None when only the records can tell (checked on the first one)
     open_records: Callable[[], Iterator[RawRecord]]
+    files: list[Path] = field(default_factory=list)  # the local files read (none for a hub split)
 
     def __iter__(self) -> Iterator[RawRecord]:
         return self.open_records()
 
 
-def find_split_files(directory: Path, split: str) -> list[Path]:
-    """The raw files of ``split`` in ``directory``: ``split.<fmt>`` or shards ``split-*.<fmt>``.
+def _shard_pattern(split: str, fmt: str) -> re.Pattern:
+    return re.compile(rf"{re.escape(split)}-(\d+)-of-(\d+)\.{fmt}")
 
-    Raises :class:`DataPrepError` when the directory is missing, holds no such file, or holds the split in
-    more than one format.
+
+def has_split_files(directory: Path, split: str) -> bool:
+    """Whether ``directory`` holds any file that is part of ``split`` (whole or a shard, any format)."""
+    return any(_files_of(Path(directory), split, fmt)[0] for fmt in RAW_FORMATS)
+
+
+def _files_of(directory: Path, split: str, fmt: str) -> tuple[list[Path], list[Path]]:
+    """(files of ``split`` in format ``fmt``, other files whose name starts like the split's)."""
+    whole = directory / f"{split}.{fmt}"
+    pattern = _shard_pattern(split, fmt)
+    shards, others = [], []
+    for path in sorted(directory.glob(f"{split}[-._]*.{fmt}")):
+        if path == whole or not path.is_file():
+            continue
+        (shards if pattern.fullmatch(path.name) else others).append(path)
+    files = ([whole] if whole.is_file() else []) + shards
+    return files, others
+
+
+def _check_shards(directory: Path, split: str, fmt: str, files: list[Path]) -> list[Path]:
+    """The shards of one split in index order; a DataPrepError when the set is incomplete or mixed."""
+    if any(f.name == f"{split}.{fmt}" for f in files):
+        if len(files) > 1:
+            raise DataPrepError(
+                f"{directory}: split '{split}' is present both whole ({split}.{fmt}) and as shards "
+                f"({[f.name for f in files[1:]]}); keep one"
+            )
+        return files
+    pattern = _shard_pattern(split, fmt)
+    numbered = {}
+    totals = set()
+    for path in files:
+        index, total = (int(group) for group in pattern.fullmatch(path.name).groups())
+        totals.add(total)
+        if index in numbered or index >= total:
+            raise DataPrepError(f"{directory}: shard {path.name} repeats an index or is out of range")
+        numbered[index] = path
+    if len(totals) != 1:
+        raise DataPrepError(f"{directory}: shards of '{split}' disagree on their count: {sorted(totals)}")
+    (total,) = totals
+    missing = [i for i in range(total) if i not in numbered]
+    if missing:
+        raise DataPrepError(
+            f"{directory}: incomplete shard set for split '{split}': {len(missing)} of {total} missing "
+            f"(first missing: index {missing[0]})"
+        )
+    return [numbered[i] for i in range(total)]
+
+
+def find_split_files(directory: Path, split: str) -> list[Path]:
+    """The raw files of ``split`` in ``directory``: ``split.<fmt>`` or a complete set of shards
+    ``split-<i>-of-<n>.<fmt>`` (see the module docstring).
+
+    Raises :class:`DataPrepError` when the directory is missing, holds no such file, holds the split in
+    more than one format or both whole and sharded, or holds an incomplete shard set.
     """
     directory = Path(directory)
     if not directory.is_dir():
         raise DataPrepError(f"--local_dataset_path {directory}: no such directory")
-    by_format = {}
-    for fmt in RAW_FORMATS:
-        files = sorted(p for p in directory.glob(f"{split}.{fmt}") if p.is_file())
-        files += sorted(p for p in directory.glob(f"{split}-*.{fmt}") if p.is_file())
-        if files:
-            by_format[fmt] = files
+    by_format, ignored = {}, []
+    try:
+        for fmt in RAW_FORMATS:
+            files, others = _files_of(directory, split, fmt)
+            ignored += others
+            if files:
+                by_format[fmt] = files
+        present = sorted(p.name for p in directory.iterdir())[:20] if not by_format else []
+    except OSError as error:
+        raise DataPrepError(f"{directory}: cannot list the folder ({error.strerror or error})") from None
+    for path in ignored:
+        print(
+            f"note: {path} is not read: not a file of split '{split}' ({split}.<format> or shards "
+            f"{split}-<i>-of-<n>.<format>)",
+            file=sys.stderr,
+            flush=True,
+        )
     if not by_format:
-        present = sorted(p.name for p in directory.iterdir())[:20]
         raise DataPrepError(
             f"{directory}: no raw file for split '{split}' (expected {split}.jsonl, {split}.json, {split}.parquet "
-            f"or shards {split}-*.<format>); the directory holds: {present or 'nothing'}"
+            f"or shards {split}-<i>-of-<n>.<format>); the directory holds: {present or 'nothing'}"
         )
     if len(by_format) > 1:
         found = [str(p.name) for files in by_format.values() for p in files]
         raise DataPrepError(f"{directory}: split '{split}' is present in several formats ({found}); keep one")
-    return next(iter(by_format.values()))
+    fmt, files = next(iter(by_format.items()))
+    return _check_shards(directory, split, fmt, files)
 
 
 def read_files(name: str, files: Sequence[Path]) -> RawSplit:
@@ -99,6 +200,7 @@ def read_files(name: str, files: Sequence[Path]) -> RawSplit:
         num_records=None if None in counts else sum(counts),
         columns=parts[0].columns,
         open_records=open_records,
+        files=files,
     )
 
 
@@ -113,36 +215,69 @@ def _read_file(name: str, path: Path) -> RawSplit:
     raise DataPrepError(f"{path}: unsupported file format '.{suffix}' (use one of {', '.join(RAW_FORMATS)})")
 
 
+def _unreadable(path: Path, error: OSError) -> DataPrepError:
+    return DataPrepError(f"{path}: cannot read the file ({error.strerror or error})")
+
+
 def _read_jsonl(name: str, path: Path) -> RawSplit:
-    with path.open("rb") as handle:
-        num_records = sum(1 for line in handle if line.strip())
+    try:
+        with path.open("rb") as handle:
+            num_records = sum(1 for number, line in enumerate(handle) if _content(line, number))
+    except OSError as error:
+        raise _unreadable(path, error) from None
 
     def open_records() -> Iterator[RawRecord]:
         row = 0
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            for line_number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    data = json.loads(line)
-                except json.JSONDecodeError:
-                    yield RawRecord(row, None, line_number, "invalid JSON")
-                else:
-                    if isinstance(data, dict):
-                        yield RawRecord(row, data, line_number)
-                    else:
-                        yield RawRecord(row, None, line_number, f"a JSON {type(data).__name__}, not an object")
-                row += 1
+        try:
+            with path.open("rb") as handle:
+                for number, line in enumerate(handle):
+                    content = _content(line, number)
+                    if content:
+                        yield _jsonl_record(row, number + 1, content)
+                        row += 1
+        except OSError as error:
+            raise _unreadable(path, error) from None
 
-    return RawSplit(name, str(path), num_records, None, open_records)
+    return RawSplit(name, str(path), num_records, None, open_records, [path])
+
+
+def _content(line: bytes, number: int) -> bytes:
+    """The line without a leading byte-order mark (first line only); empty when the line is blank."""
+    if number == 0 and line.startswith(codecs.BOM_UTF8):
+        line = line[len(codecs.BOM_UTF8) :]
+    return line if line.strip() else b""
+
+
+def _jsonl_record(row: int, line_number: int, line: bytes) -> RawRecord:
+    """One JSON Lines record, or one with ``problem`` saying why the line cannot be read."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return RawRecord(row, None, line_number, f"invalid UTF-8 (byte {error.start} of the line)")
+    try:
+        data = parse_json(text)
+    except RecursionError:
+        return RawRecord(row, None, line_number, "JSON nested too deeply")
+    except ValueError:
+        return RawRecord(row, None, line_number, "invalid JSON")
+    if not isinstance(data, dict):
+        return RawRecord(row, None, line_number, f"a JSON {type(data).__name__}, not an object")
+    return RawRecord(row, data, line_number)
 
 
 def _read_json(name: str, path: Path) -> RawSplit:
     try:
-        with path.open(encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise DataPrepError(f"{path}: not a valid JSON file ({error})") from error
+        content = path.read_bytes()
+    except OSError as error:
+        raise _unreadable(path, error) from None
+    try:
+        data = parse_json(content.decode("utf-8-sig"))
+    except UnicodeDecodeError as error:
+        raise DataPrepError(f"{path}: not valid UTF-8 (byte {error.start}); nothing converted") from None
+    except RecursionError:
+        raise DataPrepError(f"{path}: JSON nested too deeply to read") from None
+    except ValueError as error:
+        raise DataPrepError(f"{path}: not a valid JSON file ({error})") from None
     if not isinstance(data, list):
         raise DataPrepError(f"{path}: expected a JSON array of records, found a JSON {type(data).__name__}")
 
@@ -153,7 +288,7 @@ def _read_json(name: str, path: Path) -> RawSplit:
             else:
                 yield RawRecord(row, None, None, f"a JSON {type(item).__name__}, not an object")
 
-    return RawSplit(name, str(path), len(data), None, open_records)
+    return RawSplit(name, str(path), len(data), None, open_records, [path])
 
 
 def _read_parquet(name: str, path: Path) -> RawSplit:
@@ -161,17 +296,42 @@ def _read_parquet(name: str, path: Path) -> RawSplit:
 
     try:
         parquet = pq.ParquetFile(path)
+        num_rows, columns = parquet.metadata.num_rows, list(parquet.schema_arrow.names)
     except Exception as error:  # pyarrow raises several types for a file that is not parquet
         raise DataPrepError(f"{path}: not a readable parquet file ({error})") from error
 
     def open_records() -> Iterator[RawRecord]:
         row = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=2048):
-            for item in batch.to_pylist():
-                yield RawRecord(row, item)
-                row += 1
+        try:
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=2048):
+                for item in _batch_records(batch, row):
+                    yield item
+                    row += 1
+        except DataPrepError:
+            raise
+        except Exception as error:  # a corrupt page, a truncated file: pyarrow's own error types
+            raise DataPrepError(
+                f"{path}: cannot read the rows from row {row} on ({type(error).__name__}: {error}); "
+                "nothing written"
+            ) from None
 
-    return RawSplit(name, str(path), parquet.metadata.num_rows, list(parquet.schema_arrow.names), open_records)
+    return RawSplit(name, str(path), num_rows, columns, open_records, [path])
+
+
+def _batch_records(batch, first_row: int) -> list[RawRecord]:
+    """A parquet batch as records; when the batch cannot be converted whole (a string that is not valid
+    UTF-8), row by row, so that only the bad rows become records with a problem."""
+    try:
+        return [RawRecord(first_row + i, item) for i, item in enumerate(batch.to_pylist())]
+    except UnicodeDecodeError:
+        pass
+    records = []
+    for i in range(batch.num_rows):
+        try:
+            records.append(RawRecord(first_row + i, batch.slice(i, 1).to_pylist()[0]))
+        except UnicodeDecodeError as error:
+            records.append(RawRecord(first_row + i, None, None, f"invalid UTF-8 in a text column ({error.reason})"))
+    return records
 
 
 def load_hub_split(hub_name: str, split: str, config: str | None = None, data_files: str | None = None) -> RawSplit:

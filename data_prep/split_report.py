@@ -5,6 +5,11 @@ loop counts it under its reason, or, with ``--strict``, turns it into :class:`Ma
 names the file, the row and the field. Records left out on purpose (by an option such as ToolACE's
 single-turn selection) are counted separately as *filtered*: they are not errors and ``--strict`` ignores
 them.
+
+Every count is in one unit per report, so that ``rows in = rows out + skipped + filtered`` always holds:
+a raw record is either written (``rows out``: it gave at least one row), skipped or filtered. ToolACE,
+whose records (conversations) give several samples each, adds a second report in its own unit
+(``turns``: the assistant turns of the conversations read) that adds up the same way.
 """
 
 from __future__ import annotations
@@ -45,7 +50,11 @@ class MalformedRecordError(DataPrepError):
 
 @dataclass
 class SplitReport:
-    """Counts for one output split. ``rows_in`` counts raw records read; ``rows_out`` counts rows written."""
+    """Counts for one split, in one ``unit``: ``rows_in`` units read, ``rows_out`` of them written.
+
+    ``notes`` are remarks on the whole split (a column stored as text, duplicates across splits);
+    ``turns`` is an optional second report, in its own unit, on the parts of the records (ToolACE).
+    """
 
     dataset: str
     split: str
@@ -54,6 +63,9 @@ class SplitReport:
     rows_out: int = 0
     skipped: Counter = field(default_factory=Counter)
     filtered: Counter = field(default_factory=Counter)
+    unit: str = "rows"
+    notes: list[str] = field(default_factory=list)
+    turns: "SplitReport | None" = None
 
     def skip(self, field_name: str, reason: str) -> None:
         self.skipped[f"{field_name}: {reason}"] += 1
@@ -65,14 +77,44 @@ class SplitReport:
     def rows_skipped(self) -> int:
         return sum(self.skipped.values())
 
+    @property
+    def rows_filtered(self) -> int:
+        return sum(self.filtered.values())
+
+    @property
+    def adds_up(self) -> bool:
+        """``rows in = rows out + skipped + filtered``, here and in ``turns``."""
+        own = self.rows_in == self.rows_out + self.rows_skipped + self.rows_filtered
+        return own and (self.turns is None or self.turns.adds_up)
+
+    def as_dict(self) -> dict:
+        """The counts as plain data (for the output folder's manifest)."""
+        counts = {
+            "split": self.split,
+            "source": self.source,
+            "unit": self.unit,
+            "in": self.rows_in,
+            "out": self.rows_out,
+            "skipped": dict(self.skipped),
+            "filtered": dict(self.filtered),
+            "notes": list(self.notes),
+        }
+        if self.turns is not None:
+            counts["turns"] = self.turns.as_dict()
+        return counts
+
     def render(self) -> str:
         """Human-readable lines, one summary line then one line per reason (most frequent first)."""
         lines = [
-            f"{self.dataset} {self.split} ({self.source}): rows in {self.rows_in}, rows out {self.rows_out}, "
-            f"skipped {self.rows_skipped}" + (f", filtered {sum(self.filtered.values())}" if self.filtered else "")
+            f"{self.dataset} {self.split} ({self.source}): {self.unit} in {self.rows_in}, {self.unit} out "
+            f"{self.rows_out}, skipped {self.rows_skipped}"
+            + (f", filtered {self.rows_filtered}" if self.filtered else "")
         ]
         lines += [f"    skipped {count:>6}  {reason}" for reason, count in self.skipped.most_common()]
         lines += [f"    filtered {count:>5}  {reason}" for reason, count in self.filtered.most_common()]
+        lines += [f"    note: {note}" for note in self.notes]
+        if self.turns is not None:
+            lines.append(self.turns.render())
         return "\n".join(lines)
 
 
@@ -85,4 +127,20 @@ def text_field(data: dict, name: str) -> str:
         raise MalformedRecord(name, f"not a string (a {type(value).__name__})")
     if not value.strip():
         raise MalformedRecord(name, "empty")
+    if not is_valid_unicode(value):
+        raise MalformedRecord(name, INVALID_UNICODE)
     return value
+
+
+INVALID_UNICODE = "not valid Unicode (a lone surrogate such as \\ud83d)"
+
+
+def is_valid_unicode(text: str) -> bool:
+    """False for a string holding a lone surrogate (JSON allows ``"\\ud83d"``; UTF-8 and parquet do not)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -20,11 +20,13 @@ from __future__ import annotations
 import ast
 import io
 import json
+import re
 import tokenize
 from typing import Any
 
 JSON_WORDS = {"true": True, "false": False, "null": None}
 _OPENING, _CLOSING = "([{", ")]}"
+_STRUCTURAL = re.compile(r"[()\[\]{},]")  # the first of these after a name must be its "("
 
 
 class CallSyntaxError(ValueError):
@@ -46,7 +48,7 @@ def looks_like_call_list(text: str) -> bool:
         return False
     try:
         json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON (or too deep to tell): the call parser decides
         return True
     return False
 
@@ -61,6 +63,8 @@ def parse_call_list(text: str) -> list[dict[str, Any]]:
         tree = ast.parse(placeholder_source, mode="eval")
     except SyntaxError as error:
         raise CallSyntaxError("invalid call syntax", error.msg) from None
+    except (RecursionError, MemoryError):  # 1+1+...+1 or -----1, thousands deep
+        raise CallSyntaxError("an expression nested too deeply") from None
     if not isinstance(tree.body, ast.List):
         raise CallSyntaxError("not a list of calls")
     calls = []
@@ -109,10 +113,10 @@ def _replace_names(source: str) -> tuple[dict[str, str], str]:
                 )
         if position >= last:
             break
-        paren = source.find("(", position)
-        bracket = min((i for i in (source.find(c, position) for c in "[]{}),") if i >= 0), default=len(source))
-        if paren < 0 or bracket < paren:
-            raise CallSyntaxError("a name not followed by '(...)'", source[position:bracket].strip())
+        structural = _STRUCTURAL.search(source, position)
+        paren = structural.start() if structural else len(source)
+        if structural is None or structural.group() != "(":
+            raise CallSyntaxError("a name not followed by '(...)'", source[position:paren].strip())
         name = source[position:paren].strip()
         if not name:
             raise CallSyntaxError("a '(' without a function name before it")
@@ -127,14 +131,23 @@ def _replace_names(source: str) -> tuple[dict[str, str], str]:
 
 
 def _matching_paren(source: str, opening: int) -> int:
-    """Offset of the ``)`` closing the ``(`` at ``opening``, skipping strings (via :mod:`tokenize`)."""
-    text = source[opening:]
-    line_starts = [0]
-    for line in text.splitlines(keepends=True):
-        line_starts.append(line_starts[-1] + len(line))
+    """Offset of the ``)`` closing the ``(`` at ``opening``, skipping strings (via :mod:`tokenize`).
+
+    The tokenizer reads ``source`` from ``opening`` on, line by line, and stops at the closing ``)``: the
+    work is proportional to the call's own length, not to the rest of the text.
+    """
+    reader = io.StringIO(source)
+    reader.seek(opening)
+    line_offsets = [opening]  # source offset of each line the tokenizer has read
+
+    def readline() -> str:
+        line = reader.readline()
+        line_offsets.append(line_offsets[-1] + len(line))
+        return line
+
     depth = 0
     try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        for token in tokenize.generate_tokens(readline):
             if token.type != tokenize.OP:
                 continue
             if token.string in _OPENING:
@@ -144,7 +157,7 @@ def _matching_paren(source: str, opening: int) -> int:
                 if depth == 0:
                     if token.string != ")":
                         break
-                    return opening + line_starts[token.start[0] - 1] + token.start[1]
+                    return line_offsets[token.start[0] - 1] + token.start[1]
     except tokenize.TokenError as error:
         raise CallSyntaxError("unbalanced brackets or quotes", str(error.args[0])) from None
     except SyntaxError as error:

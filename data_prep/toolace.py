@@ -6,7 +6,11 @@ syntax (``[Name(arg=value, ...), ...]``, read by :mod:`data_prep.tool_call_synta
 whose prompt is our system prompt (tools + answer format) followed by the turns before it. The default
 keeps single-turn samples only (the call answers the first user message, as in the REC paper's 5k
 subset); ``--multi_turn`` keeps every call turn. The held-out test split is seeded and keeps each
-conversation whole.
+conversation whole (and conversations sharing a sample prompt together).
+
+Counts come in two units that each add up: *conversations* (out: gave a sample; skipped: malformed, or
+every call turn in it was; filtered: nothing wrong, nothing selected) and, for the conversations read,
+*assistant turns* (out: a sample; skipped: an unusable call; filtered: no call, or not selected).
 
 The policy is asked to answer ``<think>...</think>`` then ``<tool_call>[{"name": ..., "arguments":
 {...}}, ...]</tool_call>``; the ground truth is that JSON list (scored by ``verl_ext.rewards.toolace``).
@@ -30,6 +34,7 @@ from typing import Any
 from data_prep.command import (
     add_held_out_flags,
     base_parser,
+    check_outputs_place,
     convert_split,
     held_out_split,
     number_rows,
@@ -39,10 +44,11 @@ from data_prep.command import (
     run_command,
     write_outputs,
 )
+from data_prep.overlap import merge_by_prompt
 from data_prep.raw_records import RawRecord, RawSplit, find_split_files, load_hub_split, read_files, require_columns
-from data_prep.split_report import MalformedRecord, SplitReport, text_field
+from data_prep.split_report import INVALID_UNICODE, MalformedRecord, SplitReport, is_valid_unicode, text_field
 from data_prep.tool_call_syntax import CallSyntaxError, looks_like_call_list, parse_call_list
-from data_prep.verl_rows import rl_row
+from data_prep.verl_rows import rl_row, storage_problem
 
 DATASET = "toolace"
 DATA_SOURCE = "Team-ACE/ToolACE"
@@ -78,6 +84,8 @@ def tool_list(system: str) -> list[dict[str, Any]]:
         tools, _ = json.JSONDecoder().raw_decode(system, start)
     except ValueError:
         raise MalformedRecord("system", "the function list is not valid JSON") from None
+    except RecursionError:
+        raise MalformedRecord("system", "the function list is nested too deeply") from None
     if not isinstance(tools, list) or not tools:
         raise MalformedRecord("system", "the function list is empty or not a list")
     if not all(isinstance(tool, dict) and isinstance(tool.get("name"), str) for tool in tools):
@@ -102,80 +110,105 @@ def _turns(data: dict[str, Any]) -> list[tuple[str, str]]:
     for position, turn in enumerate(conversations):
         if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
             raise MalformedRecord(f"conversations[{position}]", "not an object with a string 'value'")
+        if not is_valid_unicode(turn["value"]):
+            raise MalformedRecord(f"conversations[{position}].value", INVALID_UNICODE)
         if turn.get("from") not in ROLES:
             raise MalformedRecord(f"conversations[{position}].from", "speaker is not user, assistant or tool")
         turns.append((turn["from"], turn["value"]))
     return turns
 
 
+NO_CALL_TURN = "conversation without a tool-call turn"
+NO_TURN_SELECTED = "no call turn answering the first user message (kept with --multi_turn)"
+LATER_TURN = "call turn after the first user message (kept with --multi_turn)"
+
+
 def make_converter(multi_turn: bool, strict: bool, reward_options: dict[str, Any] | None = None):
     """The record converter; a bad call turn is skipped alone (or, strict, stops the command).
 
-    ``reward_options`` (``toolace_mode``, ``toolace_strict_format``) are stored in every row's
-    ``extra_info``, where :func:`verl_ext.rewards.compute_score` reads them (they win over run-wide ones).
+    Counts: the conversation in ``report`` (by :func:`~data_prep.command.convert_split`), each of its
+    assistant turns in ``report.turns``. ``reward_options`` (``toolace_mode``, ``toolace_strict_format``)
+    are stored in every row's ``extra_info``, where :func:`verl_ext.rewards.compute_score` reads them
+    (they win over run-wide ones).
     """
 
-    def skip_turn(report: SplitReport, field: str, reason: str, detail: str = "") -> None:
-        if strict:
-            raise MalformedRecord(field, f"{reason}: {detail}" if detail else reason)
-        report.skip("conversations[].value", reason)
-
     def convert(data: dict[str, Any], record: RawRecord, report: SplitReport) -> list[dict[str, Any]]:
+        turn_report = report.turns
         tools = tool_list(text_field(data, "system"))
         tool_names = {tool["name"] for tool in tools}
         turns = _turns(data)
         parsed: dict[int, list[dict[str, Any]]] = {}
         rows = []
-        call_turns = 0
+        call_turns = skipped_turns = 0
         for position, (speaker, value) in enumerate(turns):
             if speaker != "assistant":
                 continue
+            turn_report.rows_in += 1
             if not looks_like_call_list(value):
-                report.filter("assistant turn without a tool call")
+                turn_report.filter("assistant turn without a tool call")
                 continue
             call_turns += 1
-            field = f"conversations[{position}].value"
             try:
                 calls = parse_call_list(value)
             except CallSyntaxError as error:
-                skip_turn(report, field, f"unparseable tool call ({error.reason})", error.detail)
+                problem = ("conversations[].value", f"unparseable tool call ({error.reason})", error.detail)
+            else:
+                unknown = sorted({call["name"] for call in calls} - tool_names)
+                problem = None
+                if unknown:
+                    problem = ("conversations[].value", "calls a function missing from the tool list", str(unknown))
+            row = None
+            if problem is None:
+                parsed[position] = calls
+                single_turn = position == 1 and turns[0][0] == "user"
+                if not (single_turn or multi_turn):
+                    turn_report.filter(LATER_TURN)
+                    continue
+                row = _sample(tools, turns, position, parsed, record, len(rows), single_turn, reward_options)
+                stored = storage_problem(row)
+                if stored is not None:
+                    problem = (*stored, "")
+            if problem is not None:
+                field, reason, detail = problem
+                if strict:
+                    where = f"conversations[{position}].value" if field.startswith("conversations") else field
+                    raise MalformedRecord(where, f"{reason}: {detail}" if detail else reason)
+                turn_report.skip(field, reason)
+                skipped_turns += 1
                 continue
-            parsed[position] = calls
-            unknown = sorted({call["name"] for call in calls} - tool_names)
-            if unknown:
-                skip_turn(report, field, "calls a function missing from the tool list", str(unknown))
-                continue
-            single_turn = position == 1 and turns[0][0] == "user"
-            if not (single_turn or multi_turn):
-                report.filter("call turn after the first user message (kept with --multi_turn)")
-                continue
-            context = [
-                {"role": ROLES[s], "content": render_calls(parsed[i]) if i in parsed else v}
-                for i, (s, v) in enumerate(turns[:position])
-            ]
-            rows.append(
-                rl_row(
-                    data_source=DATA_SOURCE,
-                    prompt=[system_message(tools), *context],
-                    ability="tool_use",
-                    ground_truth=json.dumps(calls, ensure_ascii=False),
-                    extra_info={
-                        "split": "",
-                        "index": len(rows),
-                        "source_id": f"row {record.row}, turn {position}",
-                        "source_row": record.row,
-                        "turn": position,
-                        "single_turn": single_turn,
-                        "num_calls": len(calls),
-                        **(reward_options or {}),
-                    },
-                )
-            )
-        if not call_turns:
-            report.filter("conversation without a tool-call turn")
+            rows.append(row)
+            turn_report.rows_out += 1
+        if not rows:
+            if skipped_turns:
+                raise MalformedRecord("conversations", "every call turn was skipped (see the assistant turns)")
+            report.filter(NO_CALL_TURN if not call_turns else NO_TURN_SELECTED)
         return rows
 
     return convert
+
+
+def _sample(tools, turns, position, parsed, record, index, single_turn, reward_options) -> dict[str, Any]:
+    """The sample of the call turn at ``position``: system prompt, the turns before it, the calls as truth."""
+    context = [
+        {"role": ROLES[s], "content": render_calls(parsed[i]) if i in parsed else v}
+        for i, (s, v) in enumerate(turns[:position])
+    ]
+    return rl_row(
+        data_source=DATA_SOURCE,
+        prompt=[system_message(tools), *context],
+        ability="tool_use",
+        ground_truth=json.dumps(parsed[position], ensure_ascii=False),
+        extra_info={
+            "split": "",
+            "index": index,
+            "source_id": f"row {record.row}, turn {position}",
+            "source_row": record.row,
+            "turn": position,
+            "single_turn": single_turn,
+            "num_calls": len(parsed[position]),
+            **(reward_options or {}),
+        },
+    )
 
 
 def load_raw(local_dataset_path: str | None) -> RawSplit:
@@ -195,27 +228,35 @@ def cap_train_size(train: list[dict[str, Any]], max_train_size: int | None, seed
 
 def run(args) -> None:
     raw = load_raw(args.local_dataset_path)
+    check_outputs_place(args, [raw])
     require_columns(raw, REQUIRED_FIELDS, DATASET)
-    report = SplitReport(DATASET, "source", f"{raw.source}, {'multi' if args.multi_turn else 'single'}-turn")
+    source = f"{raw.source}, {'multi' if args.multi_turn else 'single'}-turn"
+    report = SplitReport(DATASET, "source", source, unit="conversations")
+    report.turns = SplitReport(DATASET, "source", "assistant turns of the conversations read", unit="assistant turns")
     reward_options = {}
     if args.toolace_mode is not None:
         reward_options["toolace_mode"] = args.toolace_mode
     if args.toolace_strict_format:
         reward_options["toolace_strict_format"] = True
     rows = convert_split(raw, make_converter(args.multi_turn, args.strict, reward_options), report, args.strict)
-    print_reports([report])
     by_conversation: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_conversation[row["extra_info"]["source_row"]].append(row)
-    train, test = held_out_split(list(by_conversation.values()), args.test_size, args.seed, "samples")
+    groups = merge_by_prompt(list(by_conversation.values()), report)
+    print_reports([report])
+    train, test = held_out_split(groups, args.test_size, args.seed, "samples")
     capped = cap_train_size(train, args.max_train_size, args.seed)
     note = f" (of {len(train)}, --max_train_size)" if len(capped) < len(train) else ""
     outputs = {"train": number_rows(capped, "train"), "test": number_rows(test, "test")}
-    print(f"held-out split (seed {args.seed}): train {len(capped)} rows{note}, test {len(test)} rows", flush=True)
-    print_written(write_outputs(args.local_save_dir, outputs), outputs)
+    print(
+        f"held-out split (seed {args.seed}) of {len(rows)} samples: train {len(capped)} rows{note}, "
+        f"test {len(test)} rows",
+        flush=True,
+    )
+    print_written(write_outputs(args, DATASET, outputs, [report]), outputs)
 
 
-def main(argv=None) -> int:
+def build_parser():
     parser = base_parser(DATASET, __doc__.splitlines()[0])
     parser.add_argument("--multi_turn", action="store_true", help="keep call turns after the first user message")
     add_held_out_flags(parser, DEFAULT_TEST_SIZE)
@@ -236,7 +277,11 @@ def main(argv=None) -> int:
         action="store_true",
         help="store toolace_strict_format=True in every row's extra_info (one think block, then the call)",
     )
-    return run_command(run, parser, argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    return run_command(run, build_parser(), argv)
 
 
 if __name__ == "__main__":

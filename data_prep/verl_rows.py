@@ -15,6 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from data_prep.split_report import INVALID_UNICODE, is_valid_unicode
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
 
 def rl_row(
     *, data_source: str, prompt: list[dict[str, str]], ability: str, ground_truth: str, extra_info: dict[str, Any]
@@ -34,6 +38,36 @@ def rl_row(
 def user_prompt(text: str) -> list[dict[str, str]]:
     """A chat prompt of one user message."""
     return [{"role": "user", "content": text}]
+
+
+def storage_problem(row: dict[str, Any]) -> tuple[str, str] | None:
+    """``(field, reason)`` for the first value of ``row`` that parquet cannot store, else None.
+
+    Parquet text is UTF-8 (a lone surrogate cannot be written) and its integers are 64-bit; any other
+    type than JSON's has no column type here. The field is a path such as ``extra_info.pass_rate`` or
+    ``prompt[0].content``. Walks without recursion, so any nesting depth is fine.
+    """
+    stack: list[tuple[str, Any]] = [(name, value) for name, value in reversed(row.items())]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if not is_valid_unicode(value):
+                return path, INVALID_UNICODE
+        elif isinstance(value, bool) or value is None or isinstance(value, float):
+            continue
+        elif isinstance(value, int):
+            if not INT64_MIN <= value <= INT64_MAX:
+                return path, "an integer beyond the 64-bit range"
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                if not isinstance(key, str) or not is_valid_unicode(key):
+                    return path, "a key that is not valid text"
+                stack.append((f"{path}.{key}", item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+        else:
+            return path, f"a value parquet cannot store ({value!r})"
+    return None
 
 
 def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> Path:

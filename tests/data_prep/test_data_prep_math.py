@@ -70,8 +70,14 @@ def test_math_ground_truth_from_solution_rejects(solution):
     assert error.value.field == "solution"
 
 
-@pytest.mark.parametrize(
-    "raw, level", [("Level 3", 3), ("Level ?", None), (5, 5), ("4", 4), (None, None), (True, None), ("hard", None)]
-)
+@pytest.mark.parametrize("raw, level", [("Level 3", 3), ("Level ?", None), (5, 5), ("4", 4), (None, None)])
 def test_math_parse_level(raw, level):
     assert parse_level(raw) == level
+
+
+@pytest.mark.parametrize("raw", [True, "hard", 2.5, [3], 2**70, -1, "Level 99999999999999999999"])
+def test_math_parse_level_rejects_what_is_not_a_level(raw):
+    """Not silently stored as null (nor crashing the parquet writer): the row is skipped, naming `level`."""
+    with pytest.raises(MalformedRecord) as error:
+        parse_level(raw)
+    assert error.value.field == "level"

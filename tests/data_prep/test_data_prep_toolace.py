@@ -50,14 +50,18 @@ def test_toolace_single_turn_samples(run_command, fixtures):
     }
     assert all(row["extra_info"]["single_turn"] for row in rows.values())
 
+    # Two reports, each in one unit that adds up: conversations (8 = 4 + 3 + 1) and assistant turns.
     out = result.out
-    assert "rows in 8, rows out 4, skipped 3, filtered 5" in out
+    assert "conversations in 8, conversations out 4, skipped 3, filtered 1" in out
+    assert "skipped      1  system: no function list" in out
+    assert "skipped      2  conversations: every call turn was skipped (see the assistant turns)" in out
+    assert "filtered     1  conversation without a tool-call turn" in out
+    assert "assistant turns in 10, assistant turns out 4, skipped 2, filtered 4" in out
     assert "skipped      1  conversations[].value: unparseable tool call (invalid call syntax)" in out
     assert "skipped      1  conversations[].value: calls a function missing from the tool list" in out
-    assert "skipped      1  system: no function list" in out
     assert "filtered     1  call turn after the first user message (kept with --multi_turn)" in out
-    assert "filtered     1  conversation without a tool-call turn" in out
-    assert "train 3 rows, test 1 rows" in out
+    assert "filtered     3  assistant turn without a tool call" in out
+    assert "of 4 samples: train 3 rows, test 1 rows" in out
 
 
 def test_toolace_multi_turn_keeps_context_and_conversations_stay_in_one_split(run_command, fixtures):
