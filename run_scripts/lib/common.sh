@@ -234,11 +234,15 @@ EOF
   VERL_EXT_GPUS_CHECKED=1
 }
 
-# Prepare the dataset with data_prep when its parquet files are missing (once per script).
+# Prepare the dataset with data_prep when its parquet files are missing or incomplete (once per script).
+# Prepared data counts only when data_prep's manifest says the files are one complete run with these
+# flags (python -m data_prep.manifest: checks sizes and SHA-256); otherwise it is prepared again.
 verl_ext_prepare_data() {
   local dataset="$VERL_EXT_RUN_DATASET" directory="$DATA_DIR/$VERL_EXT_RUN_DATASET"
   case " ${VERL_EXT_PREPARED:-} " in *" $dataset "*) return 0 ;; esac
-  if [ ! -f "$directory/train.parquet" ] || [ ! -f "$directory/$VERL_EXT_RUN_VAL_FILE" ]; then
+  if [ ! -f "$directory/train.parquet" ] || [ ! -f "$directory/$VERL_EXT_RUN_VAL_FILE" ] \
+    || ! "$PYTHON" -m data_prep.manifest "$directory" train.parquet "$VERL_EXT_RUN_VAL_FILE" \
+      --dataset "$dataset" --args="$VERL_EXT_RUN_DATA_PREP_ARGS" >&2; then
     verl_ext_note "preparing $dataset in $directory (python -m data_prep.$dataset)"
     # shellcheck disable=SC2086  # PROFILE_DATA_PREP_ARGS holds several flags
     "$PYTHON" -m "data_prep.$dataset" --local_save_dir "$directory" \
