@@ -1,0 +1,229 @@
+"""The output folder is replaced whole or not at all (issue 12): failures at every stage of a run, including
+``kill -9``, leave the previous outputs and their manifest as they were; a bad ``--local_save_dir`` is
+refused before anything is converted; the run scripts re-prepare a folder that is not one complete run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from data_prep import gsm8k, guru
+from data_prep.manifest import MANIFEST_NAME, incompleteness
+from data_prep.save_folder import PARTIAL_PREFIX
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "datasets"
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every visible file of the folder with its SHA-256 (hidden partial folders excluded)."""
+    return {
+        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.iterdir())
+        if path.is_file()
+    }
+
+
+def raw_gsm8k(root: Path, rows: int) -> Path:
+    folder = root / "raw"
+    folder.mkdir()
+    for split in ("train", "test"):
+        records = [{"question": f"{split} {i}?", "answer": f"#### {i}"} for i in range(rows)]
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return folder
+
+
+@pytest.fixture
+def previous(tmp_path, capsys):
+    """A save folder holding a complete earlier output (from the fixture), and its snapshot."""
+    save_dir = tmp_path / "save"
+    assert gsm8k.main(["--local_save_dir", str(save_dir), "--local_dataset_path", str(FIXTURES / "gsm8k")]) == 0
+    capsys.readouterr()
+    assert incompleteness(save_dir, ["train.parquet", "test.parquet"]) is None
+    return save_dir, snapshot(save_dir)
+
+
+def run(save_dir: Path, raw: Path, capsys, *flags: str):
+    status = gsm8k.main(["--local_save_dir", str(save_dir), "--local_dataset_path", str(raw), *flags])
+    return status, capsys.readouterr()
+
+
+def test_a_failure_while_writing_the_test_split_leaves_the_previous_pair(tmp_path, capsys, previous, monkeypatch):
+    save_dir, before = previous
+    from data_prep import verl_rows
+
+    real_write = verl_rows.write_parquet
+
+    def write_then_fail(rows, path):
+        if Path(path).name == "test.parquet":
+            raise OSError(28, "No space left on device")
+        return real_write(rows, path)
+
+    monkeypatch.setattr(verl_rows, "write_parquet", write_then_fail)
+    status, captured = run(save_dir, raw_gsm8k(tmp_path, 5), capsys)
+    assert status == 2 and "cannot write test.parquet (No space left on device)" in captured.err
+    assert snapshot(save_dir) == before
+    assert not list(save_dir.glob(f"{PARTIAL_PREFIX}*"))  # the partial folder is cleaned up
+
+
+def test_ctrl_c_during_conversion_leaves_the_previous_pair(tmp_path, capsys, previous, monkeypatch):
+    save_dir, before = previous
+    calls = []
+
+    def interrupted(data, record, report):
+        calls.append(record.row)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_convert(data, record, report)
+
+    real_convert = gsm8k.convert
+    monkeypatch.setattr(gsm8k, "convert", interrupted)
+    status, captured = run(save_dir, raw_gsm8k(tmp_path, 5), capsys)
+    assert status == 130 and "interrupted" in captured.err and "Traceback" not in captured.err
+    assert snapshot(save_dir) == before
+
+
+def test_a_new_run_replaces_the_pair_and_the_manifest_together(tmp_path, capsys, previous):
+    save_dir, before = previous
+    status, _ = run(save_dir, raw_gsm8k(tmp_path, 5), capsys)
+    assert status == 0
+    after = snapshot(save_dir)
+    assert set(after) == set(before) == {"train.parquet", "test.parquet", MANIFEST_NAME}
+    assert all(after[name] != before[name] for name in after)
+    manifest = json.loads((save_dir / MANIFEST_NAME).read_text())
+    assert manifest["files"]["train.parquet"]["rows"] == 5
+    assert incompleteness(save_dir, ["train.parquet", "test.parquet"]) is None
+
+
+KILL_AT = {
+    # where the child kills itself with SIGKILL: after writing a parquet file into the partial folder, or
+    # between the renames into place (the only instant a folder can hold files of two runs)
+    "while writing": "data_prep.verl_rows",
+    "while renaming into place": "os",
+}
+
+
+@pytest.mark.parametrize("moment", sorted(KILL_AT))
+def test_kill_9_leaves_the_previous_pair_or_a_folder_the_check_rejects(tmp_path, previous, moment):
+    save_dir, before = previous
+    raw = raw_gsm8k(tmp_path, 5)
+    patch = {
+        "while writing": (
+            "import data_prep.verl_rows as m; real = m.write_parquet\n"
+            "def write(rows, path):\n"
+            "    real(rows, path); open(path, 'r+b').truncate(10); os.kill(os.getpid(), signal.SIGKILL)\n"
+            "m.write_parquet = write\n"
+        ),
+        "while renaming into place": (
+            "real = os.replace; done = []\n"
+            "def replace(a, b):\n"
+            "    real(a, b); done.append(b)\n"
+            "    if len(done) == 1: os.kill(os.getpid(), signal.SIGKILL)\n"
+            "os.replace = replace\n"
+        ),
+    }[moment]
+    code = (
+        "import os, signal, sys\n" + patch + "from data_prep import gsm8k\n"
+        f"sys.exit(gsm8k.main(['--local_save_dir', {str(save_dir)!r}, '--local_dataset_path', {str(raw)!r}]))\n"
+    )
+    child = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    if moment == "while writing":
+        assert snapshot(save_dir) == before  # untouched, manifest included
+        assert incompleteness(save_dir, ["train.parquet", "test.parquet"]) is None
+    else:
+        # new train.parquet, old test.parquet, no manifest: the check refuses the pair
+        assert MANIFEST_NAME not in snapshot(save_dir)
+        assert "no readable data_prep_manifest.json" in incompleteness(save_dir, ["train.parquet", "test.parquet"])
+    # the killed run's hidden folder is removed by the next run, which completes normally
+    assert list(save_dir.glob(f"{PARTIAL_PREFIX}*"))
+    assert gsm8k.main(["--local_save_dir", str(save_dir), "--local_dataset_path", str(raw)]) == 0
+    assert not list(save_dir.glob(f"{PARTIAL_PREFIX}*"))
+    assert incompleteness(save_dir, ["train.parquet", "test.parquet"]) is None
+
+
+# --- the save folder, refused before any conversion ---------------------------------------------------------
+
+def test_save_dir_that_is_a_file_or_below_a_file(tmp_path, capsys):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for save_dir in (a_file, a_file / "sub"):
+        status, captured = run(save_dir, FIXTURES / "gsm8k", capsys)
+        assert status == 2 and f"error: --local_save_dir {save_dir}: {a_file} exists and is not a folder" in captured.err
+        assert "rows in" not in captured.out  # refused before converting
+    assert a_file.read_text() == "x"
+
+
+def test_save_dir_equal_to_or_inside_the_raw_folder_is_refused(tmp_path, capsys):
+    raw = raw_gsm8k(tmp_path, 3)
+    before = snapshot(raw)
+    (tmp_path / "link").symlink_to(raw)
+    for save_dir in (raw, raw / "out", tmp_path / "link"):
+        status, captured = run(save_dir, raw, capsys)
+        assert status == 2 and "is (or is inside) the raw input" in captured.err
+        assert "rows in" not in captured.out
+    assert snapshot(raw) == before and not (raw / "out").exists()
+
+
+def test_guru_save_dir_over_its_input_file_is_refused(tmp_path, capsys, guru_file):
+    status = guru.main(["--local_save_dir", str(guru_file), "--local_dataset_path", str(guru_file)])
+    assert status == 2 and "exists and is not a folder" in capsys.readouterr().err
+
+
+def test_a_raw_folder_inside_the_save_folder_is_fine(tmp_path, capsys):
+    save_dir = tmp_path / "data"
+    save_dir.mkdir()
+    raw = raw_gsm8k(save_dir, 3)  # data/raw/{train,test}.jsonl
+    before = snapshot(raw)
+    status, _ = run(save_dir, raw, capsys)
+    assert status == 0 and snapshot(raw) == before and (save_dir / "train.parquet").exists()
+
+
+@pytest.fixture
+def guru_file(tmp_path) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = json.loads((FIXTURES / "guru" / "math_rows.json").read_text())
+    path = tmp_path / "math__combined.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+# --- the run scripts' check ----------------------------------------------------------------------------------
+
+def test_run_scripts_prepare_again_when_the_pair_is_not_one_complete_run(tmp_path):
+    """run_scripts/lib/common.sh: verl_ext_prepare_data with the real data_prep (subprocesses)."""
+    script = (
+        f"source {REPO}/run_scripts/lib/common.sh\n"
+        "VERL_EXT_RUN_DATASET=gsm8k VERL_EXT_RUN_VAL_FILE=test.parquet VERL_EXT_RUN_DATA_PREP_ARGS=\"$ARGS\"\n"
+        "verl_ext_prepare_data\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "DATA_DIR": str(tmp_path / "data"),
+        "RAW_DATA_PATH": str(FIXTURES / "gsm8k"),
+        "ARGS": "",
+    }
+
+    def prepare(**extra) -> str:
+        result = subprocess.run(["bash", "-c", script], env={**env, **extra}, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        return result.stderr
+
+    assert "preparing gsm8k" in prepare()
+    assert "preparing gsm8k" not in prepare()  # complete: used as it is
+    folder = tmp_path / "data" / "gsm8k"
+    (folder / "test.parquet").write_bytes((folder / "train.parquet").read_bytes())  # a pair from two runs
+    log = prepare()
+    assert "test.parquet differs from the one the last complete run wrote" in log and "preparing gsm8k" in log
+    log = prepare(ARGS="--drop_duplicates")
+    assert "prepared with other options" in log and "preparing gsm8k" in log
