@@ -33,11 +33,13 @@ def base_parser(dataset: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m data_prep.{dataset}", description=description)
     parser.add_argument(
         "--local_save_dir",
+        type=_path_text,
         default=f"~/data/{dataset}",
         help="folder that receives train.parquet and test.parquet (default: %(default)s)",
     )
     parser.add_argument(
         "--local_dataset_path",
+        type=_path_text,
         default=None,
         help="folder holding the raw files (see docs/datasets.md); without it the dataset is loaded from the hub",
     )
@@ -47,6 +49,13 @@ def base_parser(dataset: str, description: str) -> argparse.ArgumentParser:
         help="stop at the first malformed record, naming file, row and field (default: skip and count it)",
     )
     return parser
+
+
+def _path_text(text: str) -> str:
+    """A path flag's value; an empty one (``--local_save_dir ""``) would mean the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty value")
+    return text
 
 
 def add_held_out_flags(parser: argparse.ArgumentParser, default_test_size: int) -> None:

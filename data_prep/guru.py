@@ -21,6 +21,7 @@ type: it is stored as text in every row, and the report says so.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,8 @@ def _ground_truth(reward_model: Any) -> str:
     value = reward_model["ground_truth"]
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise MalformedRecord("reward_model.ground_truth", f"not a string or number (a {type(value).__name__})")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise MalformedRecord("reward_model.ground_truth", "not a finite number")
     value = str(value).strip()
     if not value:
         raise MalformedRecord("reward_model.ground_truth", "empty")

@@ -18,7 +18,6 @@ words ``true``/``false``/``null`` are read like ``True``/``False``/``None``. The
 from __future__ import annotations
 
 import ast
-import io
 import json
 import re
 import tokenize
@@ -134,15 +133,19 @@ def _matching_paren(source: str, opening: int) -> int:
     """Offset of the ``)`` closing the ``(`` at ``opening``, skipping strings (via :mod:`tokenize`).
 
     The tokenizer reads ``source`` from ``opening`` on, line by line, and stops at the closing ``)``: the
-    work is proportional to the call's own length, not to the rest of the text.
+    work is the call's own length plus one copy of the rest of its line (no re-reading of the text).
     """
-    reader = io.StringIO(source)
-    reader.seek(opening)
-    line_offsets = [opening]  # source offset of each line the tokenizer has read
+    position = opening
+    line_offsets: list[int] = []  # source offset of each line handed to the tokenizer
 
     def readline() -> str:
-        line = reader.readline()
-        line_offsets.append(line_offsets[-1] + len(line))
+        nonlocal position
+        if position >= len(source):
+            return ""
+        end = source.find("\n", position)
+        end = len(source) if end < 0 else end + 1
+        line_offsets.append(position)
+        line, position = source[position:end], end
         return line
 
     depth = 0

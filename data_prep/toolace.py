@@ -112,7 +112,7 @@ def _turns(data: dict[str, Any]) -> list[tuple[str, str]]:
             raise MalformedRecord(f"conversations[{position}]", "not an object with a string 'value'")
         if not is_valid_unicode(turn["value"]):
             raise MalformedRecord(f"conversations[{position}].value", INVALID_UNICODE)
-        if turn.get("from") not in ROLES:
+        if not isinstance(turn.get("from"), str) or turn["from"] not in ROLES:
             raise MalformedRecord(f"conversations[{position}].from", "speaker is not user, assistant or tool")
         turns.append((turn["from"], turn["value"]))
     return turns

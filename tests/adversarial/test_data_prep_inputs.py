@@ -238,6 +238,16 @@ ROW_CASES = {
         "toolace", lambda r: toolace_dir(r, [conversation(f"[calc(expression={HUGE_INT})]")]),
         "unparseable tool call",
     ),
+    "toolace speaker that is a list": (
+        "toolace", lambda r: toolace_dir(r, [{"system": MARKER + json.dumps(TOOLS), "conversations": [
+            {"from": ["user"], "value": "hi"}, {"from": "assistant", "value": "[calc()]"}]}]),
+        "conversations[0].from: speaker is not user, assistant or tool",
+    ),
+    "guru ground truth NaN": (
+        "guru", lambda r: guru_file(r, [b'{"data_source": "math__x", "prompt": [{"role": "user", "content": "c"}], '
+                                         b'"reward_model": {"ground_truth": NaN}}']),
+        "reward_model.ground_truth: not a finite number",
+    ),
     "toolace tool list nested 10^5 deep": (
         "toolace", lambda r: toolace_dir(r, [conversation("[calc()]", system=MARKER + "[" * DEEP + "]" * DEEP)]),
         "system: the function list is nested too deeply",
@@ -379,6 +389,18 @@ def test_file_problem_is_a_clean_error(prep, tmp_path, case):
     dataset, raw = build(tmp_path)
     outcome = prep(dataset, raw, *(("--test_size", "1") if dataset in ("guru", "toolace") else ()))
     assert_clean_error(outcome, fragment)
+
+
+@pytest.mark.parametrize("flag", ["--local_save_dir", "--local_dataset_path"])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, capsys, flag):
+    from data_prep import gsm8k
+
+    argv = {"--local_save_dir": str(tmp_path / "out"), "--local_dataset_path": str(tmp_path)}
+    argv[flag] = ""
+    with pytest.raises(SystemExit) as exit_info:
+        gsm8k.main([item for pair in argv.items() for item in pair])
+    assert exit_info.value.code == 2
+    assert f"argument {flag}: expected a path, got an empty value" in capsys.readouterr().err
 
 
 def test_a_stray_backup_beside_the_split_is_not_a_shard(prep, tmp_path):
