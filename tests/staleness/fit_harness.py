@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 from tests.recipe_config import compose_recipe
 from tests.staleness.stand_ins import (
+    BackgroundAgentLoop,
     SimulatedCrash,
     StandInActor,
     StandInAgentLoop,
@@ -60,16 +61,30 @@ class Run:
     """One call of verl's fit with the delayed_sync trainer; what the stand-ins and the logger saw."""
 
     def __init__(
-        self, config, tq, log_dir, experiment: str, crash_at_update: int | None = None, reward=session_reward
+        self,
+        config,
+        tq,
+        log_dir,
+        experiment: str,
+        crash_at_update: int | None = None,
+        reward=session_reward,
+        background_seconds_per_group: float | None = None,
+        seconds_per_update: float = 0.0,
     ):
+        """``background_seconds_per_group``: generate in a background thread, that long per prompt group
+        (verl's real agent loop also returns before generating); None: at once, inside the submission."""
         from verl_ext.staleness.trainer import DelayedSyncTrainer
         from verl_ext.tiny.tokenizer import build_tokenizer
 
         reset_transfer_queue(tq)
         config = OmegaConf.merge(config, {"trainer": {"experiment_name": experiment}})
-        self.actor = StandInActor(crash_at_update=crash_at_update)
-        self.rollout = StandInRollout(self.actor)
-        self.agent_loop = StandInAgentLoop(self.rollout, n=config.actor_rollout_ref.rollout.n, reward=reward)
+        self.actor = StandInActor(crash_at_update=crash_at_update, seconds_per_update=seconds_per_update)
+        self.rollout = StandInRollout(self.actor, resident=config.actor_rollout_ref.rollout.free_cache_engine is False)
+        n = config.actor_rollout_ref.rollout.n
+        if background_seconds_per_group is None:
+            self.agent_loop = StandInAgentLoop(self.rollout, n=n, reward=reward)
+        else:
+            self.agent_loop = BackgroundAgentLoop(self.rollout, n=n, reward=reward, seconds_per_group=background_seconds_per_group)
         trainer = DelayedSyncTrainer(config)
         trainer.tokenizer, trainer.processor = build_tokenizer(), None
         trainer._init_dataloader()
@@ -91,6 +106,8 @@ class Run:
         except SimulatedCrash:
             self.crashed = True
         finally:
+            if isinstance(self.agent_loop, BackgroundAgentLoop):
+                self.agent_loop.stop()
             tracking = getattr(trainer, "logger", None)
             if tracking is not None:
                 tracking.finish()

@@ -12,6 +12,9 @@ colocated vLLM (sleep level 2), nothing after ``sleep``: generating then raises.
 
 import json
 import os
+import queue
+import threading
+import time
 
 import torch
 import transfer_queue as tq
@@ -39,8 +42,9 @@ class SimulatedCrash(RuntimeError):
 class StandInActor:
     """The actor worker group: ``update_actor`` advances the weight version, checkpoints save it."""
 
-    def __init__(self, crash_at_update: int | None = None):
+    def __init__(self, crash_at_update: int | None = None, seconds_per_update: float = 0.0):
         self.version = 0
+        self.seconds_per_update = seconds_per_update  # how long an update "trains" (overlap tests)
         self._dispatch_info = {"actor": [0]}
         self.crash_at_update = crash_at_update  # simulate a crash: raise instead of this (0-based) update
         self.current_step = lambda: None  # set by the harness: the trainer's 0-based training step
@@ -58,6 +62,7 @@ class StandInActor:
         if self.crash_at_update is not None and len(self.pi_old_seen) == self.crash_at_update:
             raise SimulatedCrash(f"stand-in actor: simulated crash at update {self.crash_at_update}")
         self.trained_steps.append(self.current_step())
+        time.sleep(self.seconds_per_update)
         padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
         real_keys = [key for key, is_padding in zip(batch.keys, padding) if not is_padding]
         self.trained_uids.append({key.split("_", 1)[0] for key in real_keys})
@@ -117,22 +122,34 @@ class StandInActor:
 
 
 class StandInRollout:
-    """The colocated rollout engine: holds the weights of its last push until it sleeps."""
+    """The colocated rollout engine: holds the weights of its last push until it sleeps.
 
-    def __init__(self, actor: StandInActor):
+    ``resident`` (``free_cache_engine=false``): sleep keeps the weights, as verl's engines do then. A push
+    while prompt groups are queued or generating (``generating`` > 0, counted by the background agent loop)
+    raises: it would change the weights under a batch of the previous version.
+    """
+
+    def __init__(self, actor: StandInActor, resident: bool = False):
         self.actor = actor
+        self.resident = resident
+        self.generating = 0
+        self.lock = threading.Lock()
         self.weights: int | None = None  # the actor version it holds; None: discarded by sleep
         self.label: int | None = None  # the global_steps of the last push (vLLM stamps outputs with it)
         self.pushes: list[dict] = []  # {"label", "weights", "served"}: one per update_weights
         self.served_since_push = 0
 
     def push(self, label):
+        with self.lock:
+            if self.generating:
+                raise RuntimeError(f"stand-in rollout: weight push {label} while {self.generating} prompt groups generate")
         self.weights, self.label = self.actor.version, label
         self.pushes.append({"label": label, "weights": self.actor.version})
         self.served_since_push = 0
 
     def sleep(self):
-        self.weights = None
+        if not self.resident:
+            self.weights = None
 
     def require_weights(self):
         if self.weights is None:
@@ -174,67 +191,110 @@ class StandInAgentLoop:
         self.generated: list[dict] = []  # per prompt group: {"uid", "index", "step", "partition", "weights", "label"}
 
     def generate_sequences(self, batch: TensorDict) -> None:
+        for row in range(len(batch)):
+            self._generate_group(batch, row)
+
+    def _generate_group(self, batch: TensorDict, row: int) -> None:
         validate = bool(batch["validate"]) if "validate" in batch.keys() else False
         partition = "val" if validate else "train"
         self.rollout.require_weights()
+        weights, label = self.rollout.weights, self.rollout.label  # what generates this whole group
         n = 1 if validate else self.n
-        for row in range(len(batch)):
-            uid = str(batch["uid"][row])
-            index = int(batch["index"][row])
-            global_steps = int(batch["global_steps"]) if "global_steps" in batch.keys() else 0
-            step = None if validate else (tq.kv_list(partition) or {}).get(partition, {}).get(uid, {}).get(STEP_TAG)
-            tq.kv_put(key=uid, partition_id=partition, tag={"status": "running"})
-            for session in range(n):
-                prompts = torch.tensor(PROMPT_IDS, dtype=torch.int64)
-                responses = torch.tensor([8 + session] * RESPONSE_LENGTH, dtype=torch.int64)
-                input_ids = torch.cat([prompts, responses])
-                rm_scores = torch.zeros(RESPONSE_LENGTH)
-                rm_scores[-1] = self.reward(step, index, session)
-                trajectory = {
-                    "prompts": prompts,
-                    "responses": responses,
-                    "response_mask": torch.ones(RESPONSE_LENGTH, dtype=torch.int64),
-                    "loss_mask": torch.ones(RESPONSE_LENGTH, dtype=torch.int64),  # verl's agent loop: = response_mask
-                    "rollout_log_probs": torch.full((RESPONSE_LENGTH,), log_prob_at(self.rollout.weights)),
-                    "rm_scores": rm_scores,
-                    "input_ids": input_ids,
-                    "attention_mask": torch.ones_like(input_ids),
-                    "position_ids": torch.arange(len(input_ids)),
-                    "num_turns": 2,
-                    "uid": uid,
-                    "index": index,
-                    "data_source": str(batch["data_source"][row]),
-                    "reward_model": batch["reward_model"][row],
-                    "extra_fields": {"global_steps": self.rollout.label},
-                }
-                tag = {
-                    "status": "success",
-                    "prompt_len": len(PROMPT_IDS),
-                    "response_len": RESPONSE_LENGTH,
-                    "seq_len": len(input_ids),
-                    "global_steps": global_steps,
-                    "min_global_steps": self.rollout.label,
-                    "max_global_steps": self.rollout.label,
-                }
-                # one put per trajectory, as verl's AgentLoopWorkerTQ._agent_loop_postprocess does
-                tq.kv_batch_put(
-                    keys=[f"{uid}_{session}_0"],
-                    partition_id=partition,
-                    fields=list_of_dict_to_tensordict([trajectory]),
-                    tags=[tag],
-                )
-            tq.kv_put(key=uid, partition_id=partition, tag={"status": "finished"})
-            self.rollout.served_since_push += n
-            self.generated.append(
-                {
-                    "uid": uid,
-                    "index": index,
-                    "step": step,
-                    "partition": partition,
-                    "weights": self.rollout.weights,
-                    "label": self.rollout.label,
-                }
+        uid = str(batch["uid"][row])
+        index = int(batch["index"][row])
+        global_steps = int(batch["global_steps"]) if "global_steps" in batch.keys() else 0
+        step = None if validate else (tq.kv_list(partition) or {}).get(partition, {}).get(uid, {}).get(STEP_TAG)
+        tq.kv_put(key=uid, partition_id=partition, tag={"status": "running"})
+        for session in range(n):
+            prompts = torch.tensor(PROMPT_IDS, dtype=torch.int64)
+            responses = torch.tensor([8 + session] * RESPONSE_LENGTH, dtype=torch.int64)
+            input_ids = torch.cat([prompts, responses])
+            rm_scores = torch.zeros(RESPONSE_LENGTH)
+            rm_scores[-1] = self.reward(step, index, session)
+            trajectory = {
+                "prompts": prompts,
+                "responses": responses,
+                "response_mask": torch.ones(RESPONSE_LENGTH, dtype=torch.int64),
+                "loss_mask": torch.ones(RESPONSE_LENGTH, dtype=torch.int64),  # verl's agent loop: = response_mask
+                "rollout_log_probs": torch.full((RESPONSE_LENGTH,), log_prob_at(weights)),
+                "rm_scores": rm_scores,
+                "input_ids": input_ids,
+                "attention_mask": torch.ones_like(input_ids),
+                "position_ids": torch.arange(len(input_ids)),
+                "num_turns": 2,
+                "uid": uid,
+                "index": index,
+                "data_source": str(batch["data_source"][row]),
+                "reward_model": batch["reward_model"][row],
+                "extra_fields": {"global_steps": label},
+            }
+            tag = {
+                "status": "success",
+                "prompt_len": len(PROMPT_IDS),
+                "response_len": RESPONSE_LENGTH,
+                "seq_len": len(input_ids),
+                "global_steps": global_steps,
+                "min_global_steps": label,
+                "max_global_steps": label,
+            }
+            # one put per trajectory, as verl's AgentLoopWorkerTQ._agent_loop_postprocess does
+            tq.kv_batch_put(
+                keys=[f"{uid}_{session}_0"],
+                partition_id=partition,
+                fields=list_of_dict_to_tensordict([trajectory]),
+                tags=[tag],
             )
+        self.rollout.served_since_push += n
+        self.generated.append(
+            {"uid": uid, "index": index, "step": step, "partition": partition, "weights": weights, "label": label}
+        )
+        self._group_done()
+        tq.kv_put(key=uid, partition_id=partition, tag={"status": "finished"})
+
+    def _group_done(self) -> None:
+        """Called when a group's trajectories are written, right before its status says so."""
+
+
+class BackgroundAgentLoop(StandInAgentLoop):
+    """The agent loop as verl's really runs: ``generate_sequences`` returns at once, and the prompt groups
+    are generated one after another by a background thread, ``seconds_per_group`` each, with the weights
+    the rollout holds when each is generated (so a push in the middle would show in ``generated``, and the
+    rollout refuses it). An error is kept in ``errors`` and the group marked failed, so the trainer goes on
+    and the test sees it."""
+
+    def __init__(self, rollout: StandInRollout, n: int, reward=session_reward, seconds_per_group: float = 0.02):
+        super().__init__(rollout, n, reward)
+        self.seconds_per_group = seconds_per_group
+        self.errors: list[str] = []
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def generate_sequences(self, batch: TensorDict) -> None:
+        with self.rollout.lock:
+            self.rollout.generating += len(batch)
+        for row in range(len(batch)):
+            self._queue.put((batch, row))
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            batch, row = item
+            time.sleep(self.seconds_per_group)
+            try:
+                self._generate_group(batch, row)
+            except Exception as error:  # noqa: BLE001 -- reported through self.errors
+                self.errors.append(repr(error))
+                self._group_done()
+                partition = "val" if "validate" in batch.keys() and bool(batch["validate"]) else "train"
+                tq.kv_put(key=str(batch["uid"][row]), partition_id=partition, tag={"status": "failure"})
+
+    def _group_done(self) -> None:
+        with self.rollout.lock:
+            self.rollout.generating -= 1
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10)
 
 
 class StandInRewardLoop:

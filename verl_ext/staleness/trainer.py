@@ -20,12 +20,16 @@ Call order inside verl's ``PPOTrainer.fit`` (one training step l = global_steps 
 - ``on_step_end``: at a sync point push version l + 1 and generate its batches.
 - ``on_validate_begin``/``on_validate_end``: validation evaluates the current weights (one extra push when
   the engine does not hold them; it never changes which weights generate training batches).
+
+With ``overlap`` (a resident engine, ``free_cache_engine=false``) the batches of version p are submitted
+right after its push and generated in the background; a step waits only for its own batch, and every
+push and checkpoint first waits for the batches still in flight (:mod:`verl_ext.staleness.generation_tracker`),
+so each batch is generated entirely by the version the schedule names.
 """
 
 import json
 import logging
 import os
-import time
 
 import numpy as np
 import torch
@@ -37,6 +41,7 @@ from verl.workers.utils.padding import response_from_nested
 
 from verl_ext import step_metrics
 from verl_ext.staleness.config import TRAINER_MODE, delayed_sync_config_from
+from verl_ext.staleness.generation_tracker import GenerationTracker, GenerationWatcher, WindowTiming
 from verl_ext.staleness.mismatch import mean_behaviour_minus_current_log_prob
 from verl_ext.staleness.pending_batches import (
     BEHAVIOUR_VERSION_TAG,
@@ -50,8 +55,10 @@ logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
 STATE_FILE = "delayed_sync_state.json"
-GENERATION_POLL_SECONDS = 0.2
-GENERATION_REPORT_SECONDS = 60.0
+# how often a waiting trainer looks whether the generation it waits for is over (a TransferQueue listing)
+GENERATION_POLL_SECONDS = 0.05
+# how often the watcher thread records the end of a generation nobody waits for (overlap)
+WATCHER_POLL_SECONDS = 0.1
 
 METRIC_LAG = "staleness/lag"
 METRIC_BEHAVIOUR_VERSION = "staleness/behaviour_version"
@@ -61,6 +68,22 @@ METRIC_WEIGHT_PUSHES = "staleness/weight_pushes"
 METRIC_MISMATCH = "staleness/behaviour_minus_current_log_prob"
 METRIC_ZERO_VARIANCE_REMOVED = "staleness/zero_variance_groups_removed"
 METRIC_ZERO_VARIANCE_FRACTION = "staleness/zero_variance_groups_removed_fraction"
+# Timing of each step's window: from the end of the previous step's window (the start of the training loop
+# for the first step) to this step's metrics, validation included. See docs/staleness.md#overlap.
+METRIC_WAIT_FOR_BATCH = "staleness/wait_for_batch_s"
+METRIC_WAIT_FOR_GENERATION = "staleness/wait_for_generation_s"
+METRIC_GENERATION_HIDDEN = "staleness/generation_hidden_s"
+METRIC_ENGINE_BUSY_FRACTION = "staleness/engine_busy_fraction"
+
+
+def timing_metrics(timing: WindowTiming) -> dict[str, float]:
+    """The staleness/ timing metrics of one step's window."""
+    return {
+        METRIC_WAIT_FOR_BATCH: timing.wait_for_batch,
+        METRIC_WAIT_FOR_GENERATION: timing.wait_for_generation,
+        METRIC_GENERATION_HIDDEN: timing.generation_hidden,
+        METRIC_ENGINE_BUSY_FRACTION: timing.engine_busy_fraction,
+    }
 
 
 @register_trainer(TRAINER_MODE)
@@ -82,6 +105,12 @@ class DelayedSyncTrainer(PPOTrainer):
         self._start_up_steps: list[int] = []
         # the prompt groups of the step being trained (after zero-variance masking)
         self._prepared_step: PreparedStep | None = None
+        # a resident engine keeps its weights between generations (free_cache_engine=false; overlap needs it)
+        self._engine_resident = config.actor_rollout_ref.rollout.get("free_cache_engine", True) is False
+        # the batches being generated, the waits for them and the timeline of both
+        self.generations = GenerationTracker(self._finished_groups, poll_seconds=GENERATION_POLL_SECONDS)
+        self._watcher: GenerationWatcher | None = None
+        self._window_start: float | None = None
 
     # ------------------------------------------------------------------ verl hooks
 
@@ -94,6 +123,7 @@ class DelayedSyncTrainer(PPOTrainer):
             max_off_policy_strategy=sampler.max_off_policy_strategy,
             sampler_kwargs=sampler.sampler_kwargs,
             refill_fn=None,  # never refills: the config check rejects group filtering and failed-group refill
+            poll_interval=GENERATION_POLL_SECONDS,  # verl's 2 s would round every wait for a batch up to 2 s
             train_batch_size=self.config.data.train_batch_size,
             gen_batch_size=self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size,
             zero_variance_masking=self.delayed_sync.zero_variance_masking,
@@ -121,10 +151,21 @@ class DelayedSyncTrainer(PPOTrainer):
         # incomplete step was cleared by _plan_start_up and is regenerated in on_train_begin.
         return 0
 
+    def fit(self, agent_loop_manager):
+        if self.delayed_sync.overlap:
+            self._watcher = GenerationWatcher(self.generations, interval=WATCHER_POLL_SECONDS)
+        try:
+            super().fit(agent_loop_manager)
+        finally:
+            if self._watcher is not None:
+                self._watcher.stop()
+                self._watcher = None
+
     def on_train_begin(self):
         # fit() has already advanced global_steps to the first step to run: the weights are one version older
         version = self.global_steps - 1
         self._in_training_loop = True
+        self._window_start = self.generations.clock()
         if self._start_up_steps:
             if self._rollout_version != version:
                 self._push_weights(version)
@@ -155,6 +196,7 @@ class DelayedSyncTrainer(PPOTrainer):
         policy version after it holds the same weights as the one before.
         """
         step = self.global_steps - 1
+        self.generations.wait_for_step(step)  # with overlap its batch may still be generating
         prepared = self.replay_buffer.prepare_step(step, sample_batch_size)
         self._prepared_step = prepared
         if self.delayed_sync.zero_variance_masking:
@@ -178,6 +220,10 @@ class DelayedSyncTrainer(PPOTrainer):
         return batch
 
     def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
+        now = self.generations.clock()
+        start = self._window_start if self._window_start is not None else now
+        metrics.update(timing_metrics(self.generations.timing(start, now)))
+        self._window_start = now
         if self._prepared_step is not None and self._prepared_step.update_skipped:
             # no update: the batch has no advantages, log-probs or update metrics for verl's batch metrics
             metrics.update({"training/global_step": global_steps, "training/epoch": epoch})
@@ -201,6 +247,8 @@ class DelayedSyncTrainer(PPOTrainer):
         synced = self.schedule.synced_after(step)
         if synced:
             version = self.global_steps  # the weights after this step
+            # no push while batches of the previous version are being generated with the old weights
+            self.generations.wait_for_all()
             with marked_timer("update_weights", self.timing_raw, color="red"):
                 self._push_weights(version)
             self.weight_syncs += 1
@@ -233,6 +281,9 @@ class DelayedSyncTrainer(PPOTrainer):
             self._sleep_rollout()
 
     def _save_checkpoint(self):
+        # a checkpoint holds complete batches only: a resumed run restores them exactly (their generating
+        # weights are not in the checkpoint, so a half-generated batch could not be finished the same way)
+        self.generations.wait_for_all()
         super()._save_checkpoint()
         folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
         state = {
@@ -275,12 +326,19 @@ class DelayedSyncTrainer(PPOTrainer):
 
     def _push_weights(self, version: int) -> None:
         """Wake the rollout engine with the actor's current weights, labelled as policy ``version``."""
+        self.generations.wait_for_all()  # never change the weights under a generation in flight
         self.checkpoint_manager.update_weights(version)
         self._rollout_version = version
         self.weight_pushes += 1
 
     def _sleep_rollout(self) -> None:
-        """Sleep the rollout engine (it discards its weights and KV cache); no-op when already asleep."""
+        """Sleep the rollout engine (it discards its weights and KV cache); no-op when already asleep.
+
+        A resident engine (``free_cache_engine=false``) never sleeps: it keeps the weights of its last push
+        (verl's and the CPU rollout's ``sleep`` do nothing then), and with overlap it may be generating.
+        """
+        if self._engine_resident:
+            return
         if self._rollout_version is not None:
             self.checkpoint_manager.sleep_replicas()
             self._rollout_version = None
@@ -292,7 +350,8 @@ class DelayedSyncTrainer(PPOTrainer):
         return test_freq > 0 and (is_last_step or self.global_steps % test_freq == 0)
 
     def _generate(self, steps: list[int], version: int) -> None:
-        """Generate the batches of ``steps`` with the weights the engine holds, and wait for all of them.
+        """Generate the batches of ``steps`` with the weights the engine holds; wait for all of them unless
+        ``overlap`` (then the steps and the next push wait, see :class:`GenerationTracker`).
 
         Each batch is the next ``data.train_batch_size`` prompts of the dataloader, in step order, so the
         data stream is the one of an uninterrupted ``sync`` run.
@@ -302,7 +361,6 @@ class DelayedSyncTrainer(PPOTrainer):
                 f"delayed_sync: asked to generate with version {version} while the rollout engine holds "
                 f"{'no weights (asleep)' if self._rollout_version is None else self._rollout_version}"
             )
-        uids: list[str] = []
         for step in steps:
             batch = self._next_train_batch()
             step_uids = [str(uid) for uid in batch["uid"]]
@@ -317,27 +375,19 @@ class DelayedSyncTrainer(PPOTrainer):
                 for _ in step_uids
             ]
             tq.kv_batch_put(keys=step_uids, partition_id=TRAIN_PARTITION, tags=tags)
+            self.generations.submitted(version, {step: step_uids})
             self.agent_loop_manager.generate_sequences(batch)
-            uids.extend(step_uids)
-        self._wait_until_terminal(uids)
+        if self.delayed_sync.overlap:
+            logger.info(f"delayed_sync: version {version} is generating the batches of steps {steps} in the background")
+            return
+        self.generations.wait_for_all()
         logger.info(f"delayed_sync: version {version} generated the batches of steps {steps}")
 
-    def _wait_until_terminal(self, uids: list[str]) -> None:
-        waiting = set(uids)
-        started = last_report = time.monotonic()
-        while True:
-            items = (tq.kv_list(TRAIN_PARTITION) or {}).get(TRAIN_PARTITION, {})
-            waiting = {uid for uid in waiting if items.get(uid, {}).get("status") not in TERMINAL_STATUSES}
-            if not waiting:
-                return
-            now = time.monotonic()
-            if now - last_report > GENERATION_REPORT_SECONDS:
-                logger.info(
-                    f"delayed_sync: {len(waiting)} of {len(uids)} prompt groups still generating "
-                    f"after {now - started:.0f} s"
-                )
-                last_report = now
-            time.sleep(GENERATION_POLL_SECONDS)
+    def _finished_groups(self, uids: set[str]) -> set[str]:
+        """The prompt groups of ``uids`` whose generation is over: terminal status, or already gone from
+        TransferQueue (a group leaves it only after it was handed out, which waits for it)."""
+        listing = (tq.kv_list(TRAIN_PARTITION) or {}).get(TRAIN_PARTITION, {})
+        return {uid for uid in uids if uid not in listing or listing[uid].get("status") in TERMINAL_STATUSES}
 
     # ------------------------------------------------------------------ start-up and resume
 
