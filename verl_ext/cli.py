@@ -7,6 +7,7 @@
     verl-ext lab         the papers' comparisons on the CPU backend with the tiny model (docs/lab.md)
     verl-ext quickstart  verl's real training loop on this CPU with the tiny model (docs/cpu-backend.md)
     verl-ext tiny-assets build the tiny offline model, tokenizer and task data
+    verl-ext gpu-smoke   one real delayed_sync run on a GPU with vLLM, summarised and checked (docs/gpu.md)
 
 verl swallows plugin import errors, so ``doctor`` is the first thing to run when verl says
 "Unsupported loss mode".
@@ -173,6 +174,7 @@ COMMANDS = {
     "lab": (module_main("verl_ext.lab.cli", "lab_main"), "run the papers' comparisons through verl on the CPU backend (docs/lab.md)"),
     "quickstart": (module_main("verl_ext.cpu.quickstart"), "verl's real training loop on this CPU (docs/cpu-backend.md)"),
     "tiny-assets": (module_main("verl_ext.tiny.assets"), "build the tiny offline model, tokenizer and task data"),
+    "gpu-smoke": (module_main("verl_ext.gpu.smoke"), "one real delayed_sync run on this node's GPU with vLLM, checked (docs/gpu.md)"),
 }
 
 

@@ -6,6 +6,9 @@
 #                         no GPU, model or data needed
 #   VERL_EXT_CPU_SMOKE=1  run it for real for 2 steps on the CPU backend, the tiny model and synthetic data
 #                         substituted (run_scripts/cpu/profile.sh, applied after the script's overrides)
+#   VERL_EXT_GPU_SMOKE=1  run it for real for 2 steps on one GPU with the script's own GPU settings, only the
+#                         model and data swapped for the tiny GPU ones, plus what one GPU or the offline kit
+#                         needs (run_scripts/gpu/profile.sh: VERL_EXT_GPU_SMOKE_OVERRIDES; docs/gpu.md)
 #   (neither)             the real run on GPUs: prepare the data if missing, then python -m verl.trainer.main_ppo
 #
 # Environment variables users change (defaults in brackets):
@@ -38,6 +41,7 @@ source "$VERL_EXT_REPO/run_scripts/lib/presets.sh"
 : "${LOGGER:=console,file}"
 : "${VERL_EXT_DRY_RUN:=0}"
 : "${VERL_EXT_CPU_SMOKE:=0}"
+: "${VERL_EXT_GPU_SMOKE:=0}"
 VERL_EXT_SMOKE_STEPS=2
 
 verl_ext_check_environment() {
@@ -50,9 +54,10 @@ verl_ext_check_environment() {
   done
   verl_ext_is_count "$N_GPUS_PER_NODE" && [ "$N_GPUS_PER_NODE" -ge 1 ] || verl_ext_die "N_GPUS_PER_NODE='$N_GPUS_PER_NODE' must be an integer >= 1"
   verl_ext_is_count "$NNODES" && [ "$NNODES" -ge 1 ] || verl_ext_die "NNODES='$NNODES' must be an integer >= 1"
-  case "$VERL_EXT_DRY_RUN$VERL_EXT_CPU_SMOKE" in
-    00|01|10|11) ;;
-    *) verl_ext_die "VERL_EXT_DRY_RUN and VERL_EXT_CPU_SMOKE take 0 or 1 (got '$VERL_EXT_DRY_RUN', '$VERL_EXT_CPU_SMOKE')" ;;
+  case "$VERL_EXT_DRY_RUN$VERL_EXT_CPU_SMOKE$VERL_EXT_GPU_SMOKE" in
+    000|001|010|100|101|110) ;;
+    011|111) verl_ext_die "VERL_EXT_CPU_SMOKE=1 and VERL_EXT_GPU_SMOKE=1 exclude each other: pick one" ;;
+    *) verl_ext_die "VERL_EXT_DRY_RUN, VERL_EXT_CPU_SMOKE and VERL_EXT_GPU_SMOKE take 0 or 1 (got '$VERL_EXT_DRY_RUN', '$VERL_EXT_CPU_SMOKE', '$VERL_EXT_GPU_SMOKE')" ;;
   esac
 }
 
@@ -160,6 +165,21 @@ verl_ext_load_cpu_profile() {
   VERL_EXT_CPU_PROFILE_LOADED=1
 }
 
+# The GPU profile (run_scripts/gpu/profile.sh: env vars, VERL_EXT_GPU_SMOKE_OVERRIDES), loaded once.
+verl_ext_load_gpu_profile() {
+  [ -n "${VERL_EXT_GPU_PROFILE_LOADED:-}" ] && return 0
+  VERL_EXT_TINY_GPU_ASSETS="${VERL_EXT_TINY_GPU_ASSETS:-$VERL_EXT_REPO/assets/tiny-gpu}"
+  if [ "$VERL_EXT_DRY_RUN" != 1 ]; then
+    N_GPUS_PER_NODE=1 verl_ext_require_gpus  # one GPU, whatever the script asks for; checked before building anything
+    verl_ext_note "building the tiny GPU assets in $VERL_EXT_TINY_GPU_ASSETS (skipped when up to date)"
+    "$PYTHON" -m verl_ext.tiny.assets --size gpu --out "$VERL_EXT_TINY_GPU_ASSETS" >&2 || verl_ext_die "building the tiny GPU assets failed"
+  fi
+  # shellcheck source=run_scripts/gpu/profile.sh
+  source "$VERL_EXT_REPO/run_scripts/gpu/profile.sh" || verl_ext_die "run_scripts/gpu/profile.sh failed"
+  [ "${#VERL_EXT_GPU_SMOKE_OVERRIDES[@]}" -gt 0 ] || verl_ext_die "run_scripts/gpu/profile.sh defined no VERL_EXT_GPU_SMOKE_OVERRIDES"
+  VERL_EXT_GPU_PROFILE_LOADED=1
+}
+
 # verl_ext_final_overrides EXTRA...: the cell + the user's extra overrides (+ the CPU profile and the smoke caps
 # in smoke mode, applied last so they win), merged into VERL_EXT_FINAL.
 verl_ext_final_overrides() {
@@ -171,6 +191,14 @@ verl_ext_final_overrides() {
     VERL_EXT_METRICS_DIR="$OUTPUT_DIR/cpu-smoke/metrics/$VERL_EXT_RUN_PROJECT"
     checkpoints="$OUTPUT_DIR/cpu-smoke/checkpoints/$VERL_EXT_RUN_PROJECT/$VERL_EXT_RUN_EXPERIMENT"
     all+=("${VERL_EXT_CPU_OVERRIDES[@]}"
+      "trainer.total_training_steps=$VERL_EXT_SMOKE_STEPS"
+      "trainer.save_freq=-1"
+      "trainer.resume_mode=disable")
+  elif [ "$VERL_EXT_GPU_SMOKE" = 1 ]; then
+    verl_ext_load_gpu_profile
+    VERL_EXT_METRICS_DIR="$OUTPUT_DIR/gpu-smoke/metrics/$VERL_EXT_RUN_PROJECT"
+    checkpoints="$OUTPUT_DIR/gpu-smoke/checkpoints/$VERL_EXT_RUN_PROJECT/$VERL_EXT_RUN_EXPERIMENT"
+    all+=("${VERL_EXT_GPU_SMOKE_OVERRIDES[@]}"
       "trainer.total_training_steps=$VERL_EXT_SMOKE_STEPS"
       "trainer.save_freq=-1"
       "trainer.resume_mode=disable")
@@ -275,6 +303,34 @@ verl_ext_write_run_description() {
   fi
 }
 
+# verl_ext_validate_runs NAME ARGV... | verl_ext_validate_runs --queue FILE: the checks of the dry run
+# (python -m verl_ext.preflight, the same function main_ppo's driver calls) before a real run prepares or
+# downloads data; only the failures are printed.
+verl_ext_validate_runs() {
+  if [ "$1" = --queue ]; then
+    "$PYTHON" -m verl_ext.preflight --quiet --queue "$2" >&2 \
+      || verl_ext_die "the configuration check failed (above): nothing was prepared or started"
+    return 0
+  fi
+  local name="$1"
+  shift
+  "$PYTHON" -m verl_ext.preflight --quiet --name "$name" -- "$@" >&2 \
+    || verl_ext_die "the configuration check of $name failed (above): nothing was prepared or started"
+}
+
+# verl_ext_check_overrides ARG...: a script's extra arguments are Hydra overrides (KEY=VALUE, +KEY=VALUE,
+# ~KEY); anything else (an option, a typo) is an error now, not after data preparation.
+verl_ext_check_overrides() {
+  local arg
+  for arg in "$@"; do
+    case "$arg" in
+      -*) verl_ext_die "'$arg' is not an option of this script: extra arguments are Hydra overrides KEY=VALUE" ;;
+      "~"?*|?*=*) ;;
+      *) verl_ext_die "'$arg' is not a Hydra override: write KEY=VALUE (+KEY=VALUE adds a key, ~KEY removes one)" ;;
+    esac
+  done
+}
+
 # verl_ext_launch EXTRA...: run the cell built by verl_ext_build_cell in the mode chosen by the environment.
 verl_ext_launch() {
   verl_ext_final_overrides "$@"
@@ -282,6 +338,7 @@ verl_ext_launch() {
   local name="$VERL_EXT_RUN_PROJECT/$VERL_EXT_RUN_EXPERIMENT"
   if [ "$VERL_EXT_DRY_RUN" = 1 ]; then
     [ "$VERL_EXT_CPU_SMOKE" = 1 ] && name="$name (cpu smoke)"
+    [ "$VERL_EXT_GPU_SMOKE" = 1 ] && name="$name (gpu smoke)"
     if [ -n "${VERL_EXT_PREFLIGHT_QUEUE:-}" ]; then
       verl_ext_queue_record "$VERL_EXT_PREFLIGHT_QUEUE" "$name" "${VERL_EXT_ARGV[@]}"
       return 0
@@ -289,8 +346,9 @@ verl_ext_launch() {
     "$PYTHON" -m verl_ext.preflight --name "$name" -- "${VERL_EXT_ARGV[@]}"
     return
   fi
-  if [ "$VERL_EXT_CPU_SMOKE" != 1 ]; then
+  if [ "$VERL_EXT_CPU_SMOKE" != 1 ] && [ "$VERL_EXT_GPU_SMOKE" != 1 ]; then
     verl_ext_require_gpus
+    [ "${VERL_EXT_VALIDATED:-0}" = 1 ] || verl_ext_validate_runs "$name" "${VERL_EXT_ARGV[@]}"
     verl_ext_prepare_data
   fi
   verl_ext_write_run_description
@@ -311,6 +369,7 @@ verl_ext_run() {
       *) setting="$1"; shift ;;
     esac
   fi
+  verl_ext_check_overrides "$@"
   verl_ext_build_cell "$profile" "$algorithm" "$setting" "" "${PROJECT_NAME:-}" "${EXPERIMENT_NAME:-}"
   verl_ext_launch "$@"
 }
@@ -329,6 +388,7 @@ verl_ext_sweep() {
   setting_list="$(verl_ext_words "$3")"
   rates="$(verl_ext_words "$4")"
   shift 5
+  verl_ext_check_overrides "$@"
   [ -n "$rates" ] || rates="-"
   local cells=() failed=() status=0 total=0 queue_owner=0 prefix="${EXPERIMENT_NAME:+$EXPERIMENT_NAME-}"
   # build every cell first: a typo in any name fails before the first run starts
@@ -349,6 +409,22 @@ verl_ext_sweep() {
     queue_owner=1
   fi
   local cell
+  if [ "$VERL_EXT_DRY_RUN" != 1 ] && [ "$VERL_EXT_CPU_SMOKE" != 1 ] && [ "$VERL_EXT_GPU_SMOKE" != 1 ]; then
+    # a real sweep: check every cell in one process before the first one prepares data or starts
+    verl_ext_require_gpus
+    local checks
+    checks="$(mktemp "${TMPDIR:-/tmp}/verl-ext-checks.XXXXXX")"
+    for cell in "${cells[@]}"; do
+      IFS='|' read -r algorithm setting rate experiment <<< "$cell"
+      verl_ext_build_cell "$profile" "$algorithm" "$setting" "$rate" "$project" "$experiment"
+      verl_ext_final_overrides "$@"
+      verl_ext_main_ppo_args
+      verl_ext_queue_record "$checks" "$VERL_EXT_RUN_PROJECT/$VERL_EXT_RUN_EXPERIMENT" "${VERL_EXT_ARGV[@]}"
+    done
+    ( verl_ext_validate_runs --queue "$checks" ) || { status=$?; rm -f "$checks"; exit "$status"; }
+    rm -f "$checks"
+    VERL_EXT_VALIDATED=1
+  fi
   for cell in "${cells[@]}"; do
     IFS='|' read -r algorithm setting rate experiment <<< "$cell"
     verl_ext_build_cell "$profile" "$algorithm" "$setting" "$rate" "$project" "$experiment"
@@ -360,6 +436,7 @@ verl_ext_sweep() {
       [ "${CONTINUE_ON_ERROR:-0}" = 1 ] || { verl_ext_note "run $experiment failed (exit $status): stopping (CONTINUE_ON_ERROR=1 goes on)"; break; }
     fi
   done
+  VERL_EXT_VALIDATED=0
   if [ "$queue_owner" = 1 ]; then
     "$PYTHON" -m verl_ext.preflight --queue "$VERL_EXT_PREFLIGHT_QUEUE"
     status=$?

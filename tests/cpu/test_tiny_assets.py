@@ -122,3 +122,32 @@ def test_the_random_model_gets_a_graded_nonzero_reward(tiny_assets):
     rewards = [reward for group in group_rewards for reward in group]
     assert 0.0 < sum(rewards) / len(rewards) < 0.5
     assert all(len(set(group)) > 1 for group in group_rewards)
+
+
+def test_gpu_size_is_deterministic_and_runs_a_forward_in_transformers(tmp_path):
+    """The gpu size (python -m verl_ext.tiny.assets --size gpu): byte-identical builds, head_dim >= 32 (vLLM's
+    attention kernels), the same tokenizer and task, and a finite forward pass through transformers."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from verl_ext.tiny.assets import default_assets_dir
+    from verl_ext.tiny.model import GPU_QWEN2, head_dim
+
+    first = build_tiny_assets(tmp_path / "one", train_examples=8, val_examples=2, size="gpu")
+    second = build_tiny_assets(tmp_path / "two", train_examples=8, val_examples=2, size="gpu", force=True)
+    assert first["files"] == second["files"] and first["recipe"] == second["recipe"]
+    cpu = recipe(0, 8, 2)
+    assert first["recipe"]["model_size"] != cpu["model_size"] and first["files"]["model/model.safetensors"]
+    assert not assets_are_current(tmp_path / "one", cpu)  # a cpu build is never taken for a gpu one
+    assert default_assets_dir("gpu").name == "tiny-gpu" != default_assets_dir().name
+    config = AutoConfig.from_pretrained(str(tmp_path / "one" / "model"))
+    assert config.hidden_size // config.num_attention_heads == head_dim(GPU_QWEN2) == 64
+    assert config.max_position_embeddings >= 1024 + 8192  # the run scripts' longest prompt + response
+    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "one" / "model"))
+    model = AutoModelForCausalLM.from_pretrained(str(tmp_path / "one" / "model"), dtype=torch.float32).eval()
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": "count 3"}], add_generation_prompt=True,
+                                        tokenize=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**ids).logits
+    assert logits.shape == (1, ids["input_ids"].shape[1], len(tokenizer)) and torch.isfinite(logits).all()
+    with pytest.raises(ValueError, match="allowed: cpu, gpu"):
+        build_tiny_assets(tmp_path / "x", size="tpu")

@@ -1,6 +1,11 @@
 """Build the tiny offline assets: model + tokenizer and the counting task's parquet files. Nothing downloaded.
 
     python -m verl_ext.tiny.assets --out assets/tiny        (or: verl-ext tiny-assets --out assets/tiny)
+    python -m verl_ext.tiny.assets --size gpu               (head_dim 64 for vLLM: assets/tiny-gpu)
+
+``--size`` picks the model (:data:`verl_ext.tiny.model.MODEL_SIZES`): ``cpu`` (hidden 64, head_dim 16,
+126K parameters) for the CPU backend, ``gpu`` (hidden 256, 4 heads of 64) for vLLM on a GPU. Tokenizer and
+task data are the same for both.
 
 Layout of ``--out``::
 
@@ -34,20 +39,33 @@ DEFAULT_VAL_EXAMPLES = 64
 REWARD_FUNCTION = ("pkg://verl_ext.tiny.task", "compute_score")
 
 
-def default_assets_dir() -> Path:
-    """``<repo>/assets/tiny`` for a source checkout (gitignored), else ``~/.cache/verl-ext/tiny``."""
+DEFAULT_SIZE = "cpu"
+FOLDER_NAMES = {"cpu": "tiny", "gpu": "tiny-gpu"}
+
+
+def _check_size(size: str) -> None:
+    if size not in FOLDER_NAMES:
+        raise ValueError(f"tiny assets size {size!r} is unknown; allowed: {', '.join(FOLDER_NAMES)}")
+
+
+def default_assets_dir(size: str = DEFAULT_SIZE) -> Path:
+    """``<repo>/assets/tiny`` (``tiny-gpu`` for the gpu size) for a source checkout (gitignored), else
+    the same name under ``~/.cache/verl-ext``."""
+    _check_size(size)
     repo = Path(__file__).resolve().parents[2]
     if (repo / "setup.py").is_file() and (repo / "verl_ext").is_dir():
-        return repo / "assets" / "tiny"
-    return Path.home() / ".cache" / "verl-ext" / "tiny"
+        return repo / "assets" / FOLDER_NAMES[size]
+    return Path.home() / ".cache" / "verl-ext" / FOLDER_NAMES[size]
 
 
-def recipe(seed: int, train_examples: int, val_examples: int) -> dict[str, Any]:
+def recipe(seed: int, train_examples: int, val_examples: int, size: str = DEFAULT_SIZE) -> dict[str, Any]:
     import tokenizers
     import transformers
 
     from verl_ext.tiny import task
-    from verl_ext.tiny.model import TINY_QWEN2
+    from verl_ext.tiny.model import MODEL_SIZES
+
+    _check_size(size)
 
     return {
         "format": ASSETS_FORMAT,
@@ -55,7 +73,7 @@ def recipe(seed: int, train_examples: int, val_examples: int) -> dict[str, Any]:
         "train_examples": train_examples,
         "val_examples": val_examples,
         "task": {"data_source": task.DATA_SOURCE, "max_count": task.MAX_COUNT},
-        "model_size": asdict(TINY_QWEN2),
+        "model_size": asdict(MODEL_SIZES[size]),
         "versions": {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__},
     }
 
@@ -111,22 +129,23 @@ def build_tiny_assets(
     train_examples: int = DEFAULT_TRAIN_EXAMPLES,
     val_examples: int = DEFAULT_VAL_EXAMPLES,
     force: bool = False,
+    size: str = DEFAULT_SIZE,
 ) -> dict[str, Any]:
-    """Build (or keep, when current) the assets in ``out``; returns the manifest."""
+    """Build (or keep, when current) the assets of model ``size`` in ``out``; returns the manifest."""
     from verl_ext.tiny import task
-    from verl_ext.tiny.model import build_model, count_parameters
+    from verl_ext.tiny.model import MODEL_SIZES, build_model, count_parameters
     from verl_ext.tiny.tokenizer import build_tokenizer
 
     if train_examples < 1 or val_examples < 1:
         raise ValueError(f"train_examples and val_examples must be >= 1, got {train_examples}, {val_examples}")
     out = Path(out).resolve()
-    wanted = recipe(seed, train_examples, val_examples)
+    wanted = recipe(seed, train_examples, val_examples, size)
     if not force and assets_are_current(out, wanted):
         return json.loads((out / "manifest.json").read_text())
 
     with staged_folder(out, prefix=".tiny-assets-") as staging:
         tokenizer = build_tokenizer()
-        model = build_model(tokenizer, seed=seed)
+        model = build_model(tokenizer, seed=seed, size=MODEL_SIZES[size])
         model.save_pretrained(staging / "model", safe_serialization=True)
         tokenizer.save_pretrained(staging / "model")
         (staging / "data").mkdir()
@@ -144,15 +163,18 @@ def build_tiny_assets(
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="verl-ext tiny-assets", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=None, help=f"output directory (default: {default_assets_dir()})")
+    parser.add_argument("--size", choices=sorted(FOLDER_NAMES), default=DEFAULT_SIZE,
+                        help="cpu: the CPU backend's model (head_dim 16); gpu: head_dim 64, for vLLM (default cpu)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"output directory (default: {default_assets_dir()}, or {default_assets_dir('gpu')} for --size gpu)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--train-examples", type=int, default=DEFAULT_TRAIN_EXAMPLES)
     parser.add_argument("--val-examples", type=int, default=DEFAULT_VAL_EXAMPLES)
     parser.add_argument("--force", action="store_true", help="rebuild even when the directory is current")
     args = parser.parse_args(argv)
-    out = args.out or default_assets_dir()
-    manifest = build_tiny_assets(out, args.seed, args.train_examples, args.val_examples, args.force)
-    print(f"tiny assets in {Path(out).resolve()}: {manifest['parameters']} parameters, "
+    out = args.out or default_assets_dir(args.size)
+    manifest = build_tiny_assets(out, args.seed, args.train_examples, args.val_examples, args.force, args.size)
+    print(f"tiny assets ({args.size} size) in {Path(out).resolve()}: {manifest['parameters']} parameters, "
           f"{args.train_examples} train / {args.val_examples} val examples")
     return 0
 

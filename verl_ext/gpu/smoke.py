@@ -1,0 +1,155 @@
+"""A user's check on a GPU node: one real ``main_ppo`` run under ``delayed_sync`` (m=3, n=1), ~10 steps.
+
+    bash run_scripts/gpu/smoke.sh                   (or: verl-ext gpu-smoke [options] [-- overrides])
+
+It builds the tiny GPU assets if missing (``python -m verl_ext.tiny.assets --size gpu``), runs verl's
+trainer with the GPU profile (:mod:`verl_ext.gpu.profile`: FSDP2 actor, colocated vLLM in bf16), then prints
+a summary -- start-up, seconds per step, weight pushes against the schedule, lags, the gap between
+vLLM's and the actor's log-probs at lag 0, reward, peak GPU memory -- and exits 1 when a check fails
+(:mod:`verl_ext.gpu.smoke_checks`). Without a CUDA GPU or vLLM it stops at once (exit 2) saying what is
+missing. ``--backend cpu`` runs the same run and checks on the CPU backend (float32; how the checks were
+tested without a GPU); ``--metrics FILE`` only checks an existing metrics file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from verl_ext.argument_types import non_negative_int, positive_int
+from verl_ext.gpu.smoke_checks import BF16_LAG0_TOLERANCE, FLOAT32_LAG0_TOLERANCE, format_smoke, summarize_smoke
+
+DEFAULT_STEPS = 10
+DEFAULT_SYNC_INTERVAL, DEFAULT_SYNC_OFFSET = 3, 1
+DEFAULT_LOSS = "rec_oneside_nois"
+TIMEOUT_SECONDS = 30 * 60
+
+
+def default_output_dir(backend: str) -> Path:
+    from verl_ext.tiny.assets import default_assets_dir
+
+    return default_assets_dir().parents[1] / "outputs" / f"{backend}_smoke"
+
+
+def smoke_run(steps: int, sync_interval: int, sync_offset: int, loss: str, extra: Sequence[str] = ()):
+    from verl_ext.cpu.launch import CPURun
+
+    return CPURun(
+        name=f"delayed_sync_{sync_interval}_{sync_offset}-{loss}",
+        steps=steps,
+        overrides=(
+            "algorithm.adv_estimator=rec",
+            f"actor_rollout_ref.actor.policy_loss.loss_mode={loss}",
+            "trainer.v1.trainer_mode=delayed_sync",
+            f"trainer.v1.delayed_sync.sync_interval={sync_interval}",
+            f"trainer.v1.delayed_sync.sync_offset={sync_offset}",
+            *extra,
+        ),
+    )
+
+
+def run_smoke(args, extra: Sequence[str]) -> tuple[Optional[dict], Optional[str], dict[str, str]]:
+    """Build the assets, run, and return (the run's logged steps, an error, figures for the summary)."""
+    from verl_ext.cpu.run_metrics import read_step_metrics
+    from verl_ext.tiny.assets import build_tiny_assets, default_assets_dir
+
+    size = "gpu" if args.backend == "gpu" else "cpu"
+    assets = Path(args.assets or default_assets_dir(size)).resolve()
+    out = Path(args.out or default_output_dir(args.backend)).resolve()
+    print(f"[verl-ext] tiny {size} assets: {assets} (built if missing)", flush=True)
+    build_tiny_assets(assets, size=size)
+    run = smoke_run(args.steps, args.sync_interval, args.sync_offset, args.loss, extra)
+    figures: dict[str, str] = {}
+    if args.backend == "gpu":
+        from verl_ext.gpu.device import describe_device, format_device
+        from verl_ext.gpu.launch import gpu_main_ppo_command, run_gpu_main_ppo
+
+        figures["device"] = format_device(describe_device())
+        print("[verl-ext] running verl's trainer:\n  " + shlex.join(gpu_main_ppo_command(run, out, assets)), flush=True)
+        result = run_gpu_main_ppo(run, out, assets, echo=not args.quiet, timeout=TIMEOUT_SECONDS)
+        if getattr(result, "peak_gpu_mib", None):
+            figures["peak GPU memory"] = f"{result.peak_gpu_mib / 1024:.1f} GiB (all processes, nvidia-smi)"
+    else:
+        from verl_ext.cpu.launch import main_ppo_command, run_main_ppo
+
+        figures["device"] = "CPU backend (verl_ext.cpu: transformers rollout, float32)"
+        print("[verl-ext] running verl's trainer:\n  " + shlex.join(main_ppo_command(run, out, assets)), flush=True)
+        result = run_main_ppo(run, out, assets, echo=not args.quiet, timeout=TIMEOUT_SECONDS)
+    measurements = result.measurements
+    steps = read_step_metrics(result.metrics_path) if result.metrics_path.is_file() else []
+    first_step = next((record["timing_s/step"] for record in steps if "timing_s/step" in record), None)
+    startup = measurements.startup_seconds(first_step) if measurements else None
+    if startup is not None:
+        figures["start-up"] = f"{startup:.0f} s (launch to the training loop)"
+    if measurements:
+        figures["wall time"] = f"{measurements.wall_seconds:.0f} s"
+    figures["metrics"] = str(result.metrics_path)
+    figures["log"] = str(result.log_path)
+    error = None if result.ok else f"{result.error}; see {result.log_path}"
+    return steps, error, figures
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        extra, argv = argv[argv.index("--") + 1 :], argv[: argv.index("--")]
+    parser = argparse.ArgumentParser(prog="verl-ext gpu-smoke", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS, help=f"training steps (default {DEFAULT_STEPS})")
+    parser.add_argument("--sync-interval", type=positive_int, default=DEFAULT_SYNC_INTERVAL, help="m (default 3)")
+    parser.add_argument("--sync-offset", type=non_negative_int, default=DEFAULT_SYNC_OFFSET, help="n (default 1)")
+    parser.add_argument("--loss", default=DEFAULT_LOSS, help=f"policy_loss.loss_mode (default {DEFAULT_LOSS})")
+    parser.add_argument("--backend", choices=("gpu", "cpu"), default="gpu",
+                        help="gpu: vLLM + FSDP2 on this node's GPU (default); cpu: the CPU backend, float32")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default <repo>/outputs/<backend>_smoke)")
+    parser.add_argument("--assets", type=Path, default=None, help="tiny assets folder (default <repo>/assets/tiny-gpu)")
+    parser.add_argument("--metrics", type=Path, default=None,
+                        help="only check this metrics file (verl's file logger JSONL) of a finished run; runs nothing")
+    parser.add_argument("--tolerance", type=float, default=None,
+                        help=f"lag-0 log-prob gap tolerance, nats/token (default {BF16_LAG0_TOLERANCE:g} on gpu, "
+                             f"{FLOAT32_LAG0_TOLERANCE:g} on cpu)")
+    parser.add_argument("--quiet", action="store_true", help="do not stream verl's output (it is in the log)")
+    args = parser.parse_args(argv)
+    tolerance = args.tolerance if args.tolerance is not None else (
+        BF16_LAG0_TOLERANCE if args.backend == "gpu" else FLOAT32_LAG0_TOLERANCE)
+
+    from verl_ext.staleness.schedule import StalenessSchedule
+
+    schedule = StalenessSchedule(sync_interval=args.sync_interval, sync_offset=args.sync_offset)
+    figures: dict[str, str] = {}
+    if args.metrics is not None:
+        from verl_ext.cpu.run_metrics import read_step_metrics
+
+        if not args.metrics.is_file():
+            parser.error(f"--metrics {args.metrics}: no such file")
+        steps, error = read_step_metrics(args.metrics), None
+        figures["metrics"] = str(args.metrics)
+    else:
+        if args.backend == "gpu":
+            from verl_ext.gpu.device import NO_GPU_HELP, gpu_unavailable_reason
+
+            reason = gpu_unavailable_reason()
+            if reason is not None:
+                print(f"[verl-ext] gpu-smoke needs a CUDA GPU and vLLM: {reason}. Nothing was started.\n{NO_GPU_HELP}",
+                      file=sys.stderr)
+                return 2
+        steps, error, figures = run_smoke(args, extra)
+    summary = summarize_smoke(steps, schedule, args.steps, tolerance)
+    title = (f"verl-ext {args.backend} smoke: delayed_sync m={args.sync_interval} n={args.sync_offset}, "
+             f"{args.loss}, {args.steps} steps, tiny counting task")
+    print(format_smoke(summary, title, figures), flush=True)
+    if args.metrics is None:
+        out = Path(figures["metrics"]).parents[1]
+        (out / "smoke_summary.json").write_text(json.dumps({**summary.as_dict(), **figures, "error": error}, indent=2) + "\n")
+    if error is not None:
+        print(f"[verl-ext] the run failed: {error}", file=sys.stderr)
+        return 1
+    return 0 if summary.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
