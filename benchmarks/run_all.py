@@ -15,6 +15,8 @@ data_prep       bench_data_prep.py         preprocessing throughput (rows/s) of 
 rewards         bench_rewards.py           latency and throughput of every reward scorer
 cpu_backend     bench_cpu_backend.py       the CPU backend: start-up time and training steps per
                                            second of verl's main_ppo on the tiny model
+overlap         bench_overlap.py           delayed_sync steps/s with and without overlap at (1,1),
+                                           (4,1), (4,4), sync mode, and the limit max(train, gen)
 ==============  =========================  ======================================================
 
 Each benchmark prints its full report, then one ``HEADLINE`` line (``headline.py``); at the end this
@@ -56,6 +58,8 @@ BENCHMARKS = (
     Benchmark("rewards", "bench_rewards.py", "reward scorer latency and throughput"),
     Benchmark("cpu_backend", "bench_cpu_backend.py", "CPU backend start-up and steps per second",
               ("--steps", "20", "--session-runs", "2")),
+    Benchmark("overlap", "bench_overlap.py", "delayed_sync with and without overlap vs sync mode, and the limit",
+              ("--steps", "12", "--grid", "1,1", "4,1")),
 )
 
 

@@ -73,6 +73,7 @@ METRIC_ZERO_VARIANCE_FRACTION = "staleness/zero_variance_groups_removed_fraction
 METRIC_WAIT_FOR_BATCH = "staleness/wait_for_batch_s"
 METRIC_WAIT_FOR_GENERATION = "staleness/wait_for_generation_s"
 METRIC_GENERATION_HIDDEN = "staleness/generation_hidden_s"
+METRIC_ENGINE_BUSY = "staleness/engine_busy_s"
 METRIC_ENGINE_BUSY_FRACTION = "staleness/engine_busy_fraction"
 
 
@@ -82,6 +83,7 @@ def timing_metrics(timing: WindowTiming) -> dict[str, float]:
         METRIC_WAIT_FOR_BATCH: timing.wait_for_batch,
         METRIC_WAIT_FOR_GENERATION: timing.wait_for_generation,
         METRIC_GENERATION_HIDDEN: timing.generation_hidden,
+        METRIC_ENGINE_BUSY: timing.engine_busy,
         METRIC_ENGINE_BUSY_FRACTION: timing.engine_busy_fraction,
     }
 

@@ -1,0 +1,190 @@
+"""Benchmark: ``delayed_sync`` with and without ``overlap`` (generation behind training), next to verl's
+``sync`` mode, on the CPU backend; and the limit max(train time, generation time) per step.
+
+    python benchmarks/bench_overlap.py [--steps 16] [--grid 1,1 4,1 4,4] [--json FILE]
+
+One shared Ray session (:class:`verl_ext.cpu.launch.CPURaySession`) runs verl's ``main_ppo`` on the tiny
+model: ``sync`` mode, then for each (m, n) of ``--grid`` ``delayed_sync`` without overlap and with it (a
+resident engine). The rollout server, the agent-loop and reward workers and the FSDP actor are separate
+processes, so the overlap is real; on a 2-core machine they also compete for the same cores.
+
+Figures per run, over its steady steps (from the first step after the start-up interval(s), see
+``StalenessSchedule.steps_generated_with(0)``; from step 1 in ``sync`` mode), from verl's logged metrics:
+
+- steps/s: steady steps / the sum of their ``timing_s/step``;
+- generation s/step: ``staleness/engine_busy_s`` (the engine generating training batches, per step window);
+- train s/step: ``timing_s/step`` less the time the trainer waited for generation
+  (``staleness/wait_for_batch_s`` + ``staleness/wait_for_generation_s``): training, pushes, bookkeeping;
+- the limit: 1 / max(train s/step, generation s/step) of the run *without* overlap (where neither hides
+  the other), the most a perfect overlap could reach; the gap is how far the overlap run is from it.
+
+:func:`overlap_grid` and :func:`summarise` are what a GPU benchmark calls too (``bench_gpu.py``): the same
+runs with its own launcher and overrides (vLLM, the GPU profile), then the same figures from its metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+DEFAULT_GRID = ((1, 1), (4, 1), (4, 4))
+SYNC = "sync"
+# overlap's overrides: a resident engine (its memory share is checked against the actor's by the config)
+OVERLAP_OVERRIDES = ("trainer.v1.delayed_sync.overlap=true", "actor_rollout_ref.rollout.free_cache_engine=false")
+
+
+@dataclass(frozen=True)
+class OverlapRun:
+    """One run of the grid: its name, (m, n) (None for verl's sync mode), overlap or not, its overrides."""
+
+    name: str
+    interval: int | None
+    offset: int | None
+    overlap: bool
+    overrides: tuple[str, ...]
+
+    def first_steady_step(self) -> int:
+        if self.interval is None:
+            return 1  # sync mode: the first step also waits for the agent-loop workers' start
+        from verl_ext.staleness.schedule import StalenessSchedule
+
+        schedule = StalenessSchedule(sync_interval=self.interval, sync_offset=self.offset)
+        return len(schedule.steps_generated_with(0, 10**6))
+
+
+def overlap_grid(grid: Sequence[tuple[int, int]] = DEFAULT_GRID) -> list[OverlapRun]:
+    """verl's sync mode, then for each (m, n) delayed_sync without and with overlap (the overrides only;
+    the launcher adds the model, the data, the step count and its platform's profile)."""
+    runs = [OverlapRun(SYNC, None, None, False, ("trainer.v1.trainer_mode=sync",))]
+    for m, n in grid:
+        knobs = (
+            "trainer.v1.trainer_mode=delayed_sync",
+            f"trainer.v1.delayed_sync.sync_interval={m}",
+            f"trainer.v1.delayed_sync.sync_offset={n}",
+        )
+        runs.append(OverlapRun(f"delayed_{m}_{n}", m, n, False, knobs))
+        runs.append(OverlapRun(f"delayed_{m}_{n}_overlap", m, n, True, knobs + OVERLAP_OVERRIDES))
+    return runs
+
+
+def run_figures(run: OverlapRun, steps: list[dict]) -> dict:
+    """Steady-state figures of one run from its logged step metrics (verl's file logger records)."""
+    steady = [record for record in steps if record["step"] - 1 >= run.first_steady_step()]
+    if not steady:
+        raise ValueError(f"{run.name}: no steady step logged (first steady step {run.first_steady_step()}, {len(steps)} logged)")
+    step_seconds = [record["timing_s/step"] for record in steady]
+    figures = {"steady_steps": len(steady), "steps_per_second": len(steady) / sum(step_seconds),
+               "seconds_per_step": statistics.mean(step_seconds)}
+    if run.interval is not None:
+        waits = [record["staleness/wait_for_batch_s"] + record["staleness/wait_for_generation_s"] for record in steady]
+        figures["generation_seconds_per_step"] = statistics.mean(record["staleness/engine_busy_s"] for record in steady)
+        figures["train_seconds_per_step"] = statistics.mean(s - w for s, w in zip(step_seconds, waits))
+        figures["wait_seconds_per_step"] = statistics.mean(waits)
+        figures["hidden_seconds_per_step"] = statistics.mean(record["staleness/generation_hidden_s"] for record in steady)
+        figures["engine_busy_fraction"] = statistics.mean(record["staleness/engine_busy_fraction"] for record in steady)
+    return figures
+
+
+def summarise(results: dict[str, dict]) -> dict[str, dict]:
+    """Per (m, n): steps/s without and with overlap, the speed-up over both and over sync mode, and the
+    limit 1 / max(train, generation) per step measured on the run without overlap, with the gap to it."""
+    sync = results.get(SYNC)
+    summary = {}
+    for name, plain in results.items():
+        if name == SYNC or name.endswith("_overlap") or f"{name}_overlap" not in results:
+            continue
+        overlapped = results[f"{name}_overlap"]
+        limit = 1.0 / max(plain["train_seconds_per_step"], plain["generation_seconds_per_step"])
+        summary[name] = {
+            "steps_per_second_without_overlap": plain["steps_per_second"],
+            "steps_per_second_with_overlap": overlapped["steps_per_second"],
+            "speed_up_over_no_overlap": overlapped["steps_per_second"] / plain["steps_per_second"],
+            "speed_up_over_sync": overlapped["steps_per_second"] / sync["steps_per_second"] if sync else None,
+            "limit_steps_per_second": limit,
+            "fraction_of_limit": overlapped["steps_per_second"] / limit,
+            "train_seconds_per_step": plain["train_seconds_per_step"],
+            "generation_seconds_per_step": plain["generation_seconds_per_step"],
+            "hidden_seconds_per_step_with_overlap": overlapped["hidden_seconds_per_step"],
+        }
+    return summary
+
+
+def headline_figures(summary: dict[str, dict], sync: dict | None) -> dict[str, str]:
+    headline = {}
+    if sync:
+        headline["sync mode steps/s"] = f"{sync['steps_per_second']:.2f}"
+    for name, row in summary.items():
+        m_n = name.removeprefix("delayed_").replace("_", ",")
+        headline[f"({m_n}) steps/s no overlap -> overlap (limit)"] = (
+            f"{row['steps_per_second_without_overlap']:.2f} -> {row['steps_per_second_with_overlap']:.2f} "
+            f"({row['limit_steps_per_second']:.2f}; x{row['speed_up_over_no_overlap']:.2f}, "
+            f"{100 * row['fraction_of_limit']:.0f}% of the limit)"
+        )
+    return headline
+
+
+def bench_cpu(grid: Sequence[tuple[int, int]], steps: int, scratch: Path) -> dict[str, dict]:
+    from verl_ext.cpu.launch import CPURaySession, CPURun
+    from verl_ext.tiny.assets import build_tiny_assets
+
+    assets = scratch / "assets"
+    build_tiny_assets(assets)
+    results = {}
+    with CPURaySession(scratch / "runs", assets) as session:
+        for run in overlap_grid(grid):
+            load = os.getloadavg()[0]
+            result = session.run(CPURun(run.name, steps=steps, overrides=run.overrides)).raise_for_error()
+            results[run.name] = run_figures(run, result.steps)
+            results[run.name]["wall_seconds"] = result.wall_seconds
+            results[run.name]["load_average_at_start"] = load
+            print(json.dumps({run.name: results[run.name]}), flush=True)
+    return results
+
+
+def parse_grid(values: Sequence[str]) -> list[tuple[int, int]]:
+    grid = []
+    for value in values:
+        try:
+            m, n = (int(part) for part in value.split(","))
+        except ValueError:
+            raise SystemExit(f"--grid: each value is m,n with integers (e.g. 4,1), got {value!r}") from None
+        if m < 1 or n < 1:
+            raise SystemExit(f"--grid {value}: overlap needs m >= 1 and n >= 1 (with n = 0 nothing can overlap)")
+        grid.append((m, n))
+    return grid
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=16, help="training steps per run (default 16)")
+    parser.add_argument("--grid", nargs="+", default=[f"{m},{n}" for m, n in DEFAULT_GRID], help="m,n pairs")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    grid = parse_grid(args.grid)
+    load_start = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    with tempfile.TemporaryDirectory(prefix="bench_overlap_") as scratch:
+        results = bench_cpu(grid, args.steps, Path(scratch))
+    summary = summarise(results)
+    load_end = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(json.dumps({"summary": summary}, indent=2))
+    print(f"{os.cpu_count()} CPUs; load average at start {load_start}, at end {load_end}")
+    if args.json:
+        args.json.write_text(json.dumps({"runs": results, "summary": summary, "load": [load_start, load_end]}, indent=2) + "\n")
+    print_headline(headline_figures(summary, results.get(SYNC)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

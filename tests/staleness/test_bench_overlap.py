@@ -1,0 +1,81 @@
+"""benchmarks/bench_overlap.py: its runs pass the config checks, and its figures follow from the logged
+metrics (steady steps only, the limit from the run without overlap)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import bench_overlap  # noqa: E402
+
+from tests.recipe_config import compose_recipe  # noqa: E402
+from verl_ext.staleness.config import delayed_sync_config_from  # noqa: E402
+
+
+def test_every_delayed_sync_run_of_the_grid_passes_the_config_check():
+    runs = bench_overlap.overlap_grid()
+    assert [run.name for run in runs] == [
+        "sync", "delayed_1_1", "delayed_1_1_overlap", "delayed_4_1", "delayed_4_1_overlap", "delayed_4_4", "delayed_4_4_overlap"
+    ]
+    for run in runs[1:]:
+        block = delayed_sync_config_from(compose_recipe(*run.overrides))
+        assert (block.sync_interval, block.sync_offset, block.overlap) == (run.interval, run.offset, run.overlap)
+
+
+def test_steady_steps_start_after_the_start_up_interval():
+    first = {run.name: run.first_steady_step() for run in bench_overlap.overlap_grid()}
+    assert first["sync"] == 1 and first["delayed_1_1"] == 2 and first["delayed_4_1"] == 4 and first["delayed_4_4"] == 8
+
+
+def records(count: int, step_seconds: float, wait: float, busy: float, hidden: float) -> list[dict]:
+    return [
+        {
+            "step": index + 1,
+            "timing_s/step": step_seconds,
+            "staleness/wait_for_batch_s": wait / 2,
+            "staleness/wait_for_generation_s": wait / 2,
+            "staleness/engine_busy_s": busy,
+            "staleness/generation_hidden_s": hidden,
+            "staleness/engine_busy_fraction": busy / step_seconds,
+        }
+        for index in range(count)
+    ]
+
+
+def test_figures_and_the_limit():
+    runs = {run.name: run for run in bench_overlap.overlap_grid([(1, 1)])}
+    start_up = records(2, 100.0, 0.0, 0.0, 0.0)  # steps 0-1: the start-up, left out
+    results = {
+        "sync": bench_overlap.run_figures(runs["sync"], [{"step": 1, "timing_s/step": 100.0}] + [{"step": s, "timing_s/step": 2.0} for s in (2, 3)]),
+        # without overlap: 1.0 s training + 0.6 s waiting for a 0.6 s generation
+        "delayed_1_1": bench_overlap.run_figures(runs["delayed_1_1"], start_up + records(8, 1.6, 0.6, 0.6, 0.0)[2:]),
+        # with overlap: 1.1 s per step, generation hidden
+        "delayed_1_1_overlap": bench_overlap.run_figures(runs["delayed_1_1_overlap"], start_up + records(8, 1.1, 0.1, 0.6, 0.5)[2:]),
+    }
+    assert results["sync"]["steps_per_second"] == pytest.approx(0.5)
+    assert results["delayed_1_1"]["steady_steps"] == 6
+    assert results["delayed_1_1"]["train_seconds_per_step"] == pytest.approx(1.0)
+    row = bench_overlap.summarise(results)["delayed_1_1"]
+    assert row["limit_steps_per_second"] == pytest.approx(1.0)  # 1 / max(1.0 train, 0.6 generation)
+    assert row["steps_per_second_with_overlap"] == pytest.approx(1 / 1.1)
+    assert row["speed_up_over_no_overlap"] == pytest.approx(1.6 / 1.1)
+    assert row["speed_up_over_sync"] == pytest.approx((1 / 1.1) / 0.5)
+    assert row["fraction_of_limit"] == pytest.approx(1 / 1.1)
+    headline = bench_overlap.headline_figures(bench_overlap.summarise(results), results["sync"])
+    assert headline["(1,1) steps/s no overlap -> overlap (limit)"].startswith("0.62 -> 0.91 (1.00; x1.45, 91% of the limit)")
+
+
+def test_a_run_without_steady_steps_is_an_error():
+    run = bench_overlap.overlap_grid([(4, 4)])[-1]
+    with pytest.raises(ValueError, match="no steady step logged"):
+        bench_overlap.run_figures(run, records(8, 1.0, 0.0, 0.0, 0.0))
+
+
+def test_grid_values_are_checked():
+    assert bench_overlap.parse_grid(["4,1"]) == [(4, 1)]
+    with pytest.raises(SystemExit, match="nothing can overlap"):
+        bench_overlap.parse_grid(["4,0"])
+    with pytest.raises(SystemExit, match="m,n with integers"):
+        bench_overlap.parse_grid(["4"])
