@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from verl_ext.rewards import compute_score, equivalence_pool
+from verl_ext.rewards import compute_score, equivalence_pool, math_settings
 from verl_ext.rewards.boxed_answer import last_boxed_content
 from verl_ext.rewards.math_equivalence import normalize_answer, normalized_equal, safe_for_symbolic
 
@@ -205,15 +205,18 @@ def test_slow_check_is_cut_at_its_budget_off_the_main_thread_and_the_next_check_
         assert after["score"] == 1.0 and after["timed_out"] == 0.0
 
 
-def test_budget_from_extra_info_and_environment_default(monkeypatch):
-    assert compute_score(MATH, "\\boxed{(x+1)^2}", "x^2+2x+1")["score"] == 1.0  # a child is up: start-up is not budgeted
+def test_budget_from_extra_info_and_environment_default(fresh_checker, monkeypatch):
+    assert compute_score(MATH, "\\boxed{(x+1)^2}", "x^2+2x+1")["score"] == 1.0  # a child is up
     start = time.monotonic()
     result = compute_score(MATH, SLOW_ANSWER, SLOW_TRUTH, {"math_timeout_s": 0.3})
     assert result["timed_out"] == 1.0 and time.monotonic() - start < 1.5
-    monkeypatch.setenv(equivalence_pool.TIMEOUT_ENV, "0.3")
+    # The environment is read once, on first use (a bad value must fail once, not on every call);
+    # configure() reads it again.
+    monkeypatch.setenv(math_settings.TIMEOUT_ENV, "0.3")
+    assert equivalence_pool.default_timeout_s() == math_settings.DEFAULT_TIMEOUT_S
+    equivalence_pool.configure()
     assert equivalence_pool.default_timeout_s() == 0.3
-    # The overrun child was killed; this call starts its replacement (start-up is not part of the budget).
-    assert compute_score(MATH, "\\boxed{\\sqrt{18}}", "3\\sqrt{2}")["score"] == 1.0
+    assert compute_score(MATH, "\\boxed{\\sqrt{18}}", "3\\sqrt{2}")["score"] == 1.0  # waits for a new child
     start = time.monotonic()
     assert compute_score(MATH, SLOW_ANSWER, SLOW_TRUTH)["timed_out"] == 1.0
     assert time.monotonic() - start < 1.5

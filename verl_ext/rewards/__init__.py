@@ -23,13 +23,15 @@ any other value starting with ``math`` (Guru-Math's  :mod:`verl_ext.rewards.math
 Options, as keyword arguments (set run-wide with ``+reward.custom_reward_function.reward_kwargs.KEY=V``)
 or per sample under the same key in ``extra_info`` (which wins):
 
-``math_timeout_s``          MATH/Guru: seconds allowed for one equivalence check (default 5)
+``math_timeout_s``          MATH/Guru: seconds allowed for one equivalence check, in (0, 600] (default 5)
 ``toolace_mode``            ToolACE: ``exact`` (default) or ``partial``
 ``toolace_strict_format``   ToolACE: require one think block then one tool-call block (default False)
 
-An unknown ``data_source`` raises :class:`UnknownDataSourceError` (a configuration mistake). Anything
-else never raises: a scorer failure on some response is caught, scored 0 and reported as
-``scorer_error=1.0``.
+Configuration mistakes raise and so stop the run at its first batch: an unknown ``data_source``
+(:class:`UnknownDataSourceError`), an invalid option (``ValueError`` naming it) or ``VERL_EXT_MATH_*``
+variable (:class:`~verl_ext.rewards.math_settings.MathSettingsError` naming it). Nothing else raises or
+runs unbounded, whatever the response or ground truth: a scorer failure on some response is caught,
+scored 0 and reported as ``scorer_error=1.0``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from verl_ext.rewards import gsm8k, math, toolace
+from verl_ext.rewards import equivalence_pool, gsm8k, math, math_settings, toolace
 from verl_ext.rewards.reward_result import reward_result
 
 logger = logging.getLogger(__name__)
@@ -87,13 +89,9 @@ def _scorer_for(data_source: str, extra_info: Any, kwargs: dict[str, Any]):
         return lambda solution, truth: toolace.compute_score(solution, truth, mode=mode, strict_format=strict)
     is_guru = data_source not in MATH_SOURCES and data_source.startswith(GURU_PREFIX)
     if data_source in MATH_SOURCES or is_guru:
+        equivalence_pool.settings()  # the VERL_EXT_MATH_* variables, checked on first use: a bad one stops the run
         timeout = _option("math_timeout_s", extra_info, kwargs, None)
-        try:
-            timeout = None if timeout is None else float(timeout)
-        except (TypeError, ValueError):
-            raise ValueError(f"math_timeout_s={timeout!r}: expected seconds as a number") from None
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"math_timeout_s={timeout!r}: expected a positive number of seconds")
+        timeout = None if timeout is None else math_settings.seconds("math_timeout_s", timeout)
         return lambda solution, truth: math.compute_score(solution, truth, strip_thinking=is_guru, timeout_s=timeout)
     raise UnknownDataSourceError(
         f"verl_ext.rewards.compute_score has no reward function for data_source={data_source!r}; "

@@ -1,31 +1,33 @@
-"""Run :func:`~verl_ext.rewards.math_equivalence.are_equivalent` under a wall-clock budget, from any thread.
+"""Run :func:`~verl_ext.rewards.math_equivalence.are_equivalent` under a deadline, from any thread, at any load.
 
 verl calls reward functions in a thread pool of the reward-loop worker, where signal-based timeouts (what
 math-verify uses) do not work, and a Python thread cannot be stopped. So the check runs in a child
-process (:mod:`verl_ext.rewards.equivalence_worker`): the caller waits at most ``timeout_s`` for the
-answer; past that the child is killed (a replacement starts at once in the background) and the outcome is
-"timed out", scored 0. Children are reused; a caller waits for a free one. All ``max_workers`` children
-start together, in the background, on the first check, so a check arriving while one child is being
-replaced usually finds another idle. Starting a child (importing sympy and math-verify) takes one to three
-seconds and is not counted in any check's budget: a check that finds no idle child waits for one to start.
+process (:mod:`verl_ext.rewards.equivalence_worker`), killed when it overruns and replaced in the
+background. Children are reused; they start in the background on the first check (one, then the other
+``workers - 1`` once it is up). No call ever starts a child itself or waits for one without a deadline.
 
-Settings (environment variables, read when the first check runs; :func:`configure` overrides them):
+The bound, per call (``budget`` = ``math_timeout_s`` or ``VERL_EXT_MATH_TIMEOUT_S``, ``allowance`` =
+``VERL_EXT_MATH_STARTUP_S``; see :mod:`verl_ext.rewards.math_settings`)::
 
-    VERL_EXT_MATH_SANDBOX    process (default) | thread
-    VERL_EXT_MATH_WORKERS    child processes (or threads) per reward worker, default min(4, CPUs)
-    VERL_EXT_MATH_TIMEOUT_S  budget per check in seconds, default 5 (a call's math_timeout_s overrides it)
-    VERL_EXT_MATH_MEMORY_MB  address-space cap of each child, default 4096
+    deadline  = arrival + budget + allowance        the call returns by then, whatever the load
+    run time  = min(budget, deadline - now)         when it gets a child
 
-``thread`` mode runs the check in a thread pool and stops *waiting* after the budget, but the thread
-itself runs on (it cannot be killed), holding a slot and the GIL: use it only where child processes
-cannot be started. If a child cannot be started, the process checker falls back to thread mode and logs
-the reason once.
+Waiting (for a child to start, or in line behind other checks) is taken from the allowance first and
+then from the budget; the check itself never runs longer than the budget. A call still in line at its
+deadline scores 0 as timed out without running. Callers are served first come, first served
+(:class:`~verl_ext.rewards.fifo_turns.FifoTurns`), so an easy check waits behind at most the checks that
+arrived before it, and never past its own deadline.
+
+If children cannot be started (a start fails while no child is alive), the checker falls back to
+:class:`ThreadChecker` for good and logs the reason once. Its threads are daemon threads: a check past
+its deadline is abandoned (counted in ``abandoned``), keeps its slot until it ends, and never keeps the
+process from exiting. Check counts (``counts``) say how often each of these happened.
 """
 
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
+import collections
 import json
 import logging
 import os
@@ -34,19 +36,20 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from verl_ext.rewards.equivalence_worker import MEMORY_ENV
+from verl_ext.rewards import math_settings
+from verl_ext.rewards.fifo_turns import FifoTurns
 from verl_ext.rewards.math_equivalence import are_equivalent
+from verl_ext.rewards.math_settings import MEMORY_ENV, MathSettings, MathSettingsError
 
 logger = logging.getLogger(__name__)
 
-SANDBOX_ENV, WORKERS_ENV, TIMEOUT_ENV = "VERL_EXT_MATH_SANDBOX", "VERL_EXT_MATH_WORKERS", "VERL_EXT_MATH_TIMEOUT_S"
-SANDBOXES = ("process", "thread")
-DEFAULT_TIMEOUT_S = 5.0
-STARTUP_TIMEOUT_S = 120.0  # importing sympy on a busy machine; not part of any check's budget
+STARTUP_TIMEOUT_S = 120.0  # a child that is not ready by then counts as failed to start (in the background)
+START_RETRY_S = 30.0  # after a failed start, wait this long before starting another while others still run
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder that holds verl_ext/
+WORKER_COMMAND = [sys.executable, "-c", "from verl_ext.rewards.equivalence_worker import serve; serve()"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,10 @@ class CheckOutcome:
     equivalent: bool
     timed_out: bool = False
     failed: bool = False  # the child died or answered garbage (scored 0, reported as a scorer error)
+
+
+TIMED_OUT = CheckOutcome(False, timed_out=True)
+FAILED = CheckOutcome(False, failed=True)
 
 
 class _WorkerDied(Exception):
@@ -77,7 +84,7 @@ def environment_snapshot(attempts: int = 100) -> dict[str, str]:
 
 
 class _ChildProcess:
-    """One running equivalence_worker, spoken to over pipes."""
+    """One equivalence_worker, spoken to over pipes. Constructing it only spawns; :meth:`wait_ready` waits."""
 
     def __init__(self, memory_limit_mb: int | None):
         env = environment_snapshot()
@@ -85,7 +92,7 @@ class _ChildProcess:
         if memory_limit_mb is not None:
             env[MEMORY_ENV] = str(memory_limit_mb)
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "from verl_ext.rewards.equivalence_worker import serve; serve()"],
+            WORKER_COMMAND,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -94,13 +101,13 @@ class _ChildProcess:
             close_fds=True,
         )
         self._pending = b""
+
+    def wait_ready(self, timeout_s: float) -> None:
         try:
-            line = self._read_line(time.monotonic() + STARTUP_TIMEOUT_S)
+            line = self._read_line(time.monotonic() + timeout_s)
         except (TimeoutError, _WorkerDied):
-            self.kill()
-            raise _WorkerDied("the equivalence worker did not start") from None
+            raise _WorkerDied(f"the equivalence worker did not say 'ready' within {timeout_s:g} s") from None
         if line != b"ready":
-            self.kill()
             raise _WorkerDied(f"the equivalence worker said {line[:200]!r} instead of 'ready'")
 
     def ask(self, gold: str, predicted: str, timeout_s: float) -> bool:
@@ -145,184 +152,284 @@ class _ChildProcess:
 
 
 class ThreadChecker:
-    """Budgeted wait on a thread pool; a check past its budget keeps its thread (see the module docstring)."""
+    """Checks in daemon threads, at most ``max_workers`` at once; a check past its deadline is abandoned.
 
-    def __init__(self, max_workers: int):
+    A Python thread cannot be stopped: an abandoned check runs on (holding its slot and the GIL) until
+    sympy gives up, but as a daemon thread it never keeps the process from exiting.
+    """
+
+    def __init__(self, max_workers: int, startup_allowance_s: float = math_settings.DEFAULT_STARTUP_S):
         self.max_workers = max_workers
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers, thread_name_prefix="math-equivalence")
+        self.startup_allowance_s = startup_allowance_s
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._condition = threading.Condition()
+        self._turns = FifoTurns(self._condition)
+        self._running = 0
 
-    def check(self, gold: str, predicted: str, timeout_s: float) -> CheckOutcome:
-        future = self._executor.submit(are_equivalent, gold, predicted)
+    def check(self, gold: str, predicted: str, timeout_s: float, arrived: float | None = None) -> CheckOutcome:
+        arrived = time.monotonic() if arrived is None else arrived
+        deadline = arrived + timeout_s + self.startup_allowance_s
+        with self._condition:
+            if not self._turns.wait(lambda: self._running < self.max_workers, deadline):
+                self.counts["timed out in line"] += 1
+                return TIMED_OUT
+            self._running += 1
+        answer: list[bool] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                answer.append(bool(are_equivalent(gold, predicted)))
+            except BaseException:  # noqa: BLE001 -- RecursionError, MemoryError, anything sympy raises: failed
+                pass
+            finally:
+                with self._condition:
+                    self._running -= 1
+                    self._condition.notify_all()
+                done.set()
+
         try:
-            return CheckOutcome(bool(future.result(timeout=timeout_s)))
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            return CheckOutcome(False, timed_out=True)
-        except BaseException:
-            return CheckOutcome(False, failed=True)
+            threading.Thread(target=run, name="math-equivalence", daemon=True).start()
+        except RuntimeError:  # cannot start a new thread
+            with self._condition:
+                self._running -= 1
+                self._condition.notify_all()
+            self.counts["failed"] += 1
+            return FAILED
+        if done.wait(max(0.0, min(timeout_s, deadline - time.monotonic()))):
+            self.counts["answered" if answer else "failed"] += 1
+            return CheckOutcome(answer[0]) if answer else FAILED
+        self.counts["abandoned"] += 1
+        return TIMED_OUT
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Nothing to stop: abandoned threads are daemons and end with the process."""
 
 
 class ProcessChecker:
-    """Checks in child processes, each killed when it overruns its budget and replaced in the background."""
+    """Checks in child processes, each killed when it overruns and replaced in the background."""
 
-    def __init__(self, max_workers: int, memory_limit_mb: int | None = None):
+    def __init__(
+        self, max_workers: int, memory_limit_mb: int | None = None, startup_allowance_s: float = math_settings.DEFAULT_STARTUP_S
+    ):
         self.max_workers = max_workers
         self.memory_limit_mb = memory_limit_mb
+        self.startup_allowance_s = startup_allowance_s
         self._reset()
-        self._fallback: ThreadChecker | None = None
 
     def _reset(self) -> None:
         self._owner_pid = os.getpid()
         self._condition = threading.Condition()
-        self._slots = threading.BoundedSemaphore(self.max_workers)
+        self._turns = FifoTurns(self._condition)
+        self._children: set[_ChildProcess] = set()  # every child spawned and not yet killed
         self._idle: list[_ChildProcess] = []
-        self._spares_starting = 0
+        self._starting = 0
+        self._busy = 0
+        self._retry_starts_at = 0.0
         self._closed = False
-        self._warmed_up = False
+        self._fallback: ThreadChecker | None = None
+        self.counts: collections.Counter[str] = collections.Counter()
 
-    def check(self, gold: str, predicted: str, timeout_s: float) -> CheckOutcome:
+    @property
+    def fallback(self) -> ThreadChecker | None:
+        """The thread checker every check goes to since children could not be started, else None."""
+        return self._fallback
+
+    def check(self, gold: str, predicted: str, timeout_s: float, arrived: float | None = None) -> CheckOutcome:
+        arrived = time.monotonic() if arrived is None else arrived
+        deadline = arrived + timeout_s + self.startup_allowance_s
         if self._owner_pid != os.getpid():  # forked: the parent's children and locks are not ours
             self._reset()
-        if self._fallback is not None:
-            return self._fallback.check(gold, predicted, timeout_s)
-        if not self._warmed_up:  # start every child at once, in the background: a killed one then has a twin
-            with self._condition:
-                starting, self._warmed_up = not self._warmed_up, True
-            for _ in range(self.max_workers if starting else 0):
-                self._start_spare()
-        with self._slots:
-            try:
-                child = self._take_child()
-            except (_WorkerDied, OSError) as error:
-                logger.error("verl_ext.rewards: %s; checking math answers in threads instead", error)
-                self._fallback = self._fallback or ThreadChecker(self.max_workers)
-                return self._fallback.check(gold, predicted, timeout_s)
-            try:
-                equivalent = child.ask(gold, predicted, timeout_s)
-            except (TimeoutError, _WorkerDied) as error:
-                child.kill()
-                self._start_spare()
-                return CheckOutcome(
-                    False, timed_out=isinstance(error, TimeoutError), failed=isinstance(error, _WorkerDied)
-                )
-            self._give_back(child)
-            return CheckOutcome(equivalent)
-
-    def _take_child(self) -> _ChildProcess:
-        """An idle child; else the spare being started in the background; else a new one, started here."""
         with self._condition:
-            while not self._idle and self._spares_starting > 0:
-                self._condition.wait()
-            if self._idle:
-                return self._idle.pop()
-        return _ChildProcess(self.memory_limit_mb)
-
-    def _give_back(self, child: _ChildProcess) -> None:
+            self._start_missing_children()
+            ready = lambda: bool(self._idle) or self._fallback is not None or self._closed  # noqa: E731
+            if not self._turns.wait(ready, deadline):
+                self.counts["timed out in line"] += 1
+                return TIMED_OUT
+            fallback = self._fallback
+            if fallback is None:
+                if self._closed:
+                    return FAILED
+                child = self._idle.pop()
+                self._busy += 1
+        if fallback is not None:
+            return fallback.check(gold, predicted, timeout_s, arrived)
+        try:
+            equivalent = child.ask(gold, predicted, max(0.0, min(timeout_s, deadline - time.monotonic())))
+        except BaseException as error:
+            self._retire(child)
+            if isinstance(error, TimeoutError):
+                self.counts["killed at the deadline"] += 1
+                return TIMED_OUT
+            if isinstance(error, _WorkerDied):
+                self.counts["failed"] += 1
+                return FAILED
+            raise
         with self._condition:
-            if not self._closed and len(self._idle) < self.max_workers:
+            self._busy -= 1
+            self.counts["answered"] += 1
+            if self._closed:
+                self._children.discard(child)
+            else:
                 self._idle.append(child)
-                self._condition.notify_all()
-                return
+                child = None
+            self._condition.notify_all()
+        if child is not None:
+            child.kill()
+        return CheckOutcome(equivalent)
+
+    def _retire(self, child: _ChildProcess) -> None:
+        """Kill a child that overran or broke, and start its replacement in the background."""
         child.kill()
-
-    def _start_spare(self) -> None:
-        """Replace a killed child in a background thread, so the next check need not wait for a start-up."""
         with self._condition:
-            self._spares_starting += 1
+            self._busy -= 1
+            self._children.discard(child)
+            self._start_missing_children()
+            self._condition.notify_all()
 
-        def start() -> None:
-            child = None
-            try:
-                child = _ChildProcess(self.memory_limit_mb)
-            except (_WorkerDied, OSError):
-                pass  # the next check starts one itself (and falls back to threads if that fails too)
-            except Exception:  # noqa: BLE001 -- a background thread must not die with an unreported error
-                logger.exception("verl_ext.rewards: starting a spare math-equivalence child failed")
-            finally:
-                with self._condition:
-                    self._spares_starting -= 1
-                    self._condition.notify_all()
-            if child is not None:
-                self._give_back(child)
+    def _start_missing_children(self) -> None:
+        """With the condition held: start children in the background until ``max_workers`` are alive.
 
-        threading.Thread(target=start, name="math-equivalence-spare", daemon=True).start()
+        While none is up, one starts at a time: on a busy machine two children importing sympy at once
+        take twice as long each, and the first one ready serves the line while the others start. After a
+        failed start, a new one starts only once ``START_RETRY_S`` has passed (unless none is alive).
+        """
+        up = len(self._idle) + self._busy
+        alive = up + self._starting
+        if self._closed or self._fallback is not None or (alive and time.monotonic() < self._retry_starts_at):
+            return
+        for _ in range((self.max_workers if up else 1) - alive):
+            self._starting += 1
+            threading.Thread(target=self._start_child, name="math-equivalence-start", daemon=True).start()
+
+    def _start_child(self) -> None:
+        child, failure = None, None
+        try:
+            child = _ChildProcess(self.memory_limit_mb)
+            with self._condition:
+                self._children.add(child)
+            child.wait_ready(STARTUP_TIMEOUT_S)
+        except (_WorkerDied, OSError) as error:
+            failure = error
+        except Exception as error:  # noqa: BLE001 -- a background thread must not die with an unreported error
+            logger.exception("verl_ext.rewards: starting a math-equivalence child failed")
+            failure = error
+        if failure is not None and child is not None:
+            child.kill()
+        with self._condition:
+            self._starting -= 1
+            if failure is None and not self._closed:
+                self._idle.append(child)
+                child = None
+                self._start_missing_children()
+            elif failure is not None:
+                self._children.discard(child)
+                self._start_failed(failure)
+            self._condition.notify_all()
+        if child is not None and failure is None:  # closed while it started
+            child.kill()
+
+    def _start_failed(self, failure: BaseException) -> None:
+        """With the condition held: retry later while other children run; with none alive, use threads."""
+        if self._closed or self._fallback is not None:
+            return
+        self.counts["failed to start"] += 1
+        self._retry_starts_at = time.monotonic() + START_RETRY_S
+        if self._idle or self._busy or self._starting:
+            logger.warning("verl_ext.rewards: a math-equivalence child failed to start (%s); retrying later", failure)
+            return
+        logger.error("verl_ext.rewards: %s; checking math answers in threads from now on", failure)
+        self._fallback = ThreadChecker(self.max_workers, self.startup_allowance_s)
 
     def close(self) -> None:
+        """Kill every child (idle, busy or starting); checks in progress end as failed."""
         if self._owner_pid != os.getpid():
             return
         with self._condition:
             self._closed = True
-            children, self._idle = self._idle, []
+            children, self._idle = list(self._children), []
+            self._children.clear()
+            self._condition.notify_all()
         for child in children:
             child.kill()
-        if self._fallback is not None:
-            self._fallback.close()
 
 
 _checker: ProcessChecker | ThreadChecker | None = None
-_checker_lock = threading.RLock()
-_default_timeout_s: float | None = None
+_settings: MathSettings | None = None
+_lock = threading.RLock()
 
 
-def _env_int(name: str, default: int) -> int:
-    try:
-        return max(1, int(os.environ.get(name, default)))
-    except ValueError:
-        raise ValueError(f"{name}={os.environ[name]!r}: expected a positive integer") from None
+def settings() -> MathSettings:
+    """The settings in force: from the environment, read and checked once (first use), unless
+    :func:`configure` replaced them. Raises :class:`MathSettingsError` naming a bad variable."""
+    global _settings
+    if _settings is None:
+        with _lock:
+            if _settings is None:
+                _settings = math_settings.from_environment()
+    return _settings
 
 
 def default_timeout_s() -> float:
-    if _default_timeout_s is not None:
-        return _default_timeout_s
-    try:
-        return float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
-    except ValueError:
-        raise ValueError(f"{TIMEOUT_ENV}={os.environ[TIMEOUT_ENV]!r}: expected seconds as a number") from None
+    return settings().timeout_s
 
 
-def configure(sandbox: str | None = None, workers: int | None = None, timeout_s: float | None = None):
-    """Replace the process-wide checker; arguments left None come from the environment. Returns it."""
-    global _checker, _default_timeout_s
-    sandbox = sandbox or os.environ.get(SANDBOX_ENV, "process")
-    if sandbox not in SANDBOXES:
-        raise ValueError(f"math equivalence sandbox {sandbox!r}: expected one of {SANDBOXES} ({SANDBOX_ENV})")
-    workers = workers if workers is not None else _env_int(WORKERS_ENV, min(4, os.cpu_count() or 1))
-    if workers < 1:
-        raise ValueError(f"math equivalence workers must be at least 1, got {workers}")
-    if timeout_s is not None and not timeout_s > 0:
-        raise ValueError(f"math equivalence timeout_s must be positive, got {timeout_s}")
-    with _checker_lock:
+def configure(
+    sandbox: str | None = None,
+    workers: int | None = None,
+    timeout_s: float | None = None,
+    startup_allowance_s: float | None = None,
+):
+    """Replace the process-wide checker: the environment is read again, then arguments not None override it.
+    Returns the new checker."""
+    given = {"sandbox": sandbox, "workers": workers, "timeout_s": timeout_s, "startup_allowance_s": startup_allowance_s}
+    checks = {
+        "sandbox": math_settings.sandbox,
+        "workers": lambda name, value: math_settings.integer(name, value, 1, math_settings.MAX_WORKERS),
+        "timeout_s": math_settings.seconds,
+        "startup_allowance_s": math_settings.seconds,
+    }
+    overrides = {key: checks[key](key, value) for key, value in given.items() if value is not None}
+    return _install(replace(math_settings.from_environment(), **overrides))
+
+
+def _install(new: MathSettings) -> ProcessChecker | ThreadChecker:
+    global _checker, _settings
+    with _lock:
         if _checker is not None:
             _checker.close()
-        _default_timeout_s = timeout_s
-        memory = _env_int(MEMORY_ENV, 4096)
-        _checker = ProcessChecker(workers, memory) if sandbox == "process" else ThreadChecker(workers)
+        _settings = new
+        if new.sandbox == "process":
+            _checker = ProcessChecker(new.workers, new.memory_mb, new.startup_allowance_s)
+        else:
+            _checker = ThreadChecker(new.workers, new.startup_allowance_s)
         return _checker
 
 
 def get_checker() -> ProcessChecker | ThreadChecker:
-    """The process-wide checker, made from the environment on first use."""
+    """The process-wide checker, made from the (checked) environment on first use."""
     if _checker is None:
-        with _checker_lock:
+        with _lock:
             if _checker is None:
-                configure()
+                _install(settings())
     return _checker
 
 
 def check_equivalent(gold: str, predicted: str, timeout_s: float | None = None) -> CheckOutcome:
-    """Layer 1 in this thread, then the full check under ``timeout_s`` (default: see module docstring)."""
+    """Layer 1 in this thread, then the full check under the deadline described in the module docstring."""
     from verl_ext.rewards.math_equivalence import normalized_equal
 
+    arrived = time.monotonic()
     if normalized_equal(gold, predicted):
         return CheckOutcome(True)
-    budget = default_timeout_s() if timeout_s is None else float(timeout_s)
-    return get_checker().check(gold, predicted, budget)
+    budget = default_timeout_s() if timeout_s is None else math_settings.seconds("math_timeout_s", timeout_s)
+    return get_checker().check(gold, predicted, budget, arrived)
 
 
 @atexit.register
 def _close_checker() -> None:
     if _checker is not None:
         _checker.close()
+
+
+__all__ = ["CheckOutcome", "MathSettingsError", "ProcessChecker", "ThreadChecker", "check_equivalent", "configure"]

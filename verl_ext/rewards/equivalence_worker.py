@@ -16,8 +16,7 @@ import os
 import signal
 import sys
 
-MEMORY_ENV = "VERL_EXT_MATH_MEMORY_MB"
-DEFAULT_MEMORY_MB = 4096
+from verl_ext.rewards.math_settings import DEFAULT_MEMORY_MB, MEMORY_ENV
 
 
 def _limit_memory() -> None:

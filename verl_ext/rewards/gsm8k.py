@@ -20,7 +20,7 @@ TAIL_CHARS = 200  # only this much text after the last marker is read
 
 _NUMBER = r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _ANSWER = re.compile(rf"\s*(?:\*\*)?\s*(?:\\?\$)?\s*(?P<number>{_NUMBER})(?!\d|[.,]\d)")
-_GROUND_TRUTH = re.compile(rf"\s*\\?\$?\s*(?P<number>{_NUMBER})\s*")
+_GROUND_TRUTH = re.compile(rf"\\?\$?\s*(?P<number>{_NUMBER})")  # matched against the stripped text
 
 
 def _as_decimal(number: str) -> Decimal | None:
@@ -42,7 +42,8 @@ def final_answer(text: str) -> Decimal | None:
 
 def compute_score(solution_str, ground_truth) -> dict[str, float]:
     text = as_text(solution_str)
-    truth_text = as_text(ground_truth).replace("\u2212", "-")
+    # Stripped first: surrounding "\s*" in the pattern would backtrack quadratically on 20k spaces.
+    truth_text = as_text(ground_truth).strip().replace("\u2212", "-")
     truth_match = _GROUND_TRUTH.fullmatch(truth_text)
     truth = _as_decimal(truth_match.group("number")) if truth_match else None
     answer = final_answer(text)
