@@ -18,8 +18,9 @@ Figures per run, over its steady steps (from the first step after the start-up i
 - the limit: 1 / max(train s/step, generation s/step) of the run *without* overlap (where neither hides
   the other), the most a perfect overlap could reach; the gap is how far the overlap run is from it.
 
-:func:`overlap_grid` and :func:`summarise` are what a GPU benchmark calls too (``bench_gpu.py``): the same
-runs with its own launcher and overrides (vLLM, the GPU profile), then the same figures from its metrics.
+:func:`measure_grid` takes the launcher as an argument: :func:`bench_cpu` passes a shared CPU Ray
+session's, :func:`bench_gpu_overlap` (the GPU twin, for ``bench_gpu.py``) passes
+``verl_ext.gpu.launch.run_gpu_main_ppo`` with the same engine memory share for every run.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
@@ -135,22 +136,50 @@ def headline_figures(summary: dict[str, dict], sync: dict | None) -> dict[str, s
     return headline
 
 
+def measure_grid(
+    launch: Callable, grid: Sequence[tuple[int, int]], steps: int, extra_overrides: Sequence[str] = ()
+) -> dict[str, dict]:
+    """Run :func:`overlap_grid` with ``launch(CPURun) -> CPURunResult`` (any launcher of verl_ext: the CPU
+    session's, the GPU one); ``extra_overrides`` go to every run. The figures of each run, by name."""
+    from verl_ext.cpu.launch import CPURun
+
+    results = {}
+    for run in overlap_grid(grid):
+        load = os.getloadavg()[0]
+        result = launch(CPURun(run.name, steps=steps, overrides=(*extra_overrides, *run.overrides))).raise_for_error()
+        results[run.name] = run_figures(run, result.steps)
+        results[run.name]["wall_seconds"] = result.wall_seconds
+        results[run.name]["load_average_at_start"] = load
+        print(json.dumps({run.name: results[run.name]}), flush=True)
+    return results
+
+
 def bench_cpu(grid: Sequence[tuple[int, int]], steps: int, scratch: Path) -> dict[str, dict]:
-    from verl_ext.cpu.launch import CPURaySession, CPURun
+    from verl_ext.cpu.launch import CPURaySession
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = scratch / "assets"
     build_tiny_assets(assets)
-    results = {}
     with CPURaySession(scratch / "runs", assets) as session:
-        for run in overlap_grid(grid):
-            load = os.getloadavg()[0]
-            result = session.run(CPURun(run.name, steps=steps, overrides=run.overrides)).raise_for_error()
-            results[run.name] = run_figures(run, result.steps)
-            results[run.name]["wall_seconds"] = result.wall_seconds
-            results[run.name]["load_average_at_start"] = load
-            print(json.dumps({run.name: results[run.name]}), flush=True)
-    return results
+        return measure_grid(session.run, grid, steps)
+
+
+def bench_gpu_overlap(
+    base_dir: Path, assets_dir: Path, grid: Sequence[tuple[int, int]] = DEFAULT_GRID, steps: int = 16,
+    engine_memory_fraction: float = 0.4,
+) -> dict:
+    """The GPU twin (not run here: no GPU in this project's sessions so far): the same grid through verl_ext's
+    GPU launcher, one ``main_ppo`` child process per run, every run with the same vLLM memory share (so the
+    runs without overlap differ only by sleeping between generations). Returns ``{"runs", "summary",
+    "headline"}``; ``bench_gpu.py`` prints the headline."""
+    from verl_ext.gpu.launch import run_gpu_main_ppo
+
+    results = measure_grid(
+        lambda run: run_gpu_main_ppo(run, base_dir, assets_dir), grid, steps,
+        extra_overrides=(f"actor_rollout_ref.rollout.gpu_memory_utilization={engine_memory_fraction}",),
+    )
+    summary = summarise(results)
+    return {"runs": results, "summary": summary, "headline": headline_figures(summary, results.get(SYNC))}
 
 
 def parse_grid(values: Sequence[str]) -> list[tuple[int, int]]:

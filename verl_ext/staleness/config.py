@@ -194,21 +194,17 @@ def _check_overlap(config: DictConfig, block: DelayedSyncConfig) -> None:
             "before it is trained on, and the engine generates an interval's batches together, so every step "
             "that follows a push waits for the whole generation: nothing is hidden behind training.",
         )
-    reward_model_enabled = bool(OmegaConf.select(config, "reward.reward_model.enable", default=False))
-    separate_pool = bool(OmegaConf.select(config, "reward.reward_model.enable_resource_pool", default=False))
-    if reward_model_enabled and not separate_pool:
-        _reject(
-            "reward.reward_model.enable_resource_pool",
-            False,
-            f"true {why} when reward.reward_model.enable=true",
-            "A colocated reward model is woken on the training GPUs in the middle of every step, next to the "
-            "resident rollout engine and the actor; give it its own resource pool or use a rule-based reward.",
-        )
+    _reject_colocated_reward_model(
+        config,
+        why,
+        "A colocated reward model is woken on the training GPUs in the middle of every step, next to the "
+        "resident rollout engine and the actor; give it its own resource pool or use a rule-based reward.",
+    )
     engine_fraction = OmegaConf.select(config, "actor_rollout_ref.rollout.gpu_memory_utilization", default=0.5)
     if not _is_fraction(engine_fraction):
         _reject("actor_rollout_ref.rollout.gpu_memory_utilization", engine_fraction, f"a number > 0 and < 1 {why}")
     if engine_fraction + block.actor_memory_fraction > 1 - OVERLAP_MEMORY_HEADROOM:
-        raise ValueError(
+        raise ConfigError(
             f"actor_rollout_ref.rollout.gpu_memory_utilization={engine_fraction} and "
             f"{CONFIG_KEY}.actor_memory_fraction={block.actor_memory_fraction} cannot both hold on a GPU {why}: "
             f"their sum must be <= {1 - OVERLAP_MEMORY_HEADROOM:g} (the resident engine keeps its share for the "
@@ -219,19 +215,23 @@ def _check_overlap(config: DictConfig, block: DelayedSyncConfig) -> None:
         )
 
 
-def _check_zero_variance_masking(config: DictConfig) -> None:
-    """Masking reads each group's rewards when the batch is sampled, and needs groups of two or more."""
-    why = f"with {CONFIG_KEY}.zero_variance_masking=true"
+def _reject_colocated_reward_model(config: DictConfig, why: str, reason: str) -> None:
+    """A reward model on the training GPUs (enabled, no resource pool of its own) is rejected ``why``."""
     reward_model_enabled = bool(OmegaConf.select(config, "reward.reward_model.enable", default=False))
     separate_pool = bool(OmegaConf.select(config, "reward.reward_model.enable_resource_pool", default=False))
     if reward_model_enabled and not separate_pool:
-        _reject(
-            "reward.reward_model.enable_resource_pool",
-            False,
-            f"true {why} when reward.reward_model.enable=true",
-            "A colocated reward model scores the batch only after it is sampled; masking needs the rewards at "
-            "sampling time (rule-based rewards, or a reward model in its own resource pool).",
-        )
+        _reject("reward.reward_model.enable_resource_pool", False, f"true {why} when reward.reward_model.enable=true", reason)
+
+
+def _check_zero_variance_masking(config: DictConfig) -> None:
+    """Masking reads each group's rewards when the batch is sampled, and needs groups of two or more."""
+    why = f"with {CONFIG_KEY}.zero_variance_masking=true"
+    _reject_colocated_reward_model(
+        config,
+        why,
+        "A colocated reward model scores the batch only after it is sampled; masking needs the rewards at "
+        "sampling time (rule-based rewards, or a reward model in its own resource pool).",
+    )
     group_size = OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=1)
     if not _is_int(group_size) or group_size < 2:
         _reject(
