@@ -41,7 +41,7 @@ from pathlib import Path
 
 from verl_ext.rewards import math_settings
 from verl_ext.rewards.fifo_turns import FifoTurns
-from verl_ext.rewards.math_equivalence import are_equivalent
+from verl_ext.rewards.math_equivalence import are_equivalent, math_verify_equal
 from verl_ext.rewards.math_settings import MEMORY_ENV, MathSettings, MathSettingsError
 
 logger = logging.getLogger(__name__)
@@ -165,6 +165,15 @@ class ThreadChecker:
         self._condition = threading.Condition()
         self._turns = FifoTurns(self._condition)
         self._running = 0
+        self.warmed_up = threading.Event()  # math-verify and sympy imported (else the first checks pay for it)
+        threading.Thread(target=self._warm_up, name="math-equivalence-warm-up", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        try:
+            math_verify_equal("x^2+2x+1", "(x+1)^2")
+        except Exception:  # noqa: BLE001 -- the checks themselves will report it
+            pass
+        self.warmed_up.set()
 
     def check(self, gold: str, predicted: str, timeout_s: float, arrived: float | None = None) -> CheckOutcome:
         arrived = time.monotonic() if arrived is None else arrived

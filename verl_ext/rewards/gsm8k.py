@@ -19,7 +19,9 @@ MARKER = "####"
 TAIL_CHARS = 200  # only this much text after the last marker is read
 
 _NUMBER = r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_ANSWER = re.compile(rf"\s*(?:\*\*)?\s*(?:\\?\$)?\s*(?P<number>{_NUMBER})(?!\d|[.,]\d)")
+# Every "\s*" follows a required literal, so no two of them compete for the same spaces (which would
+# backtrack in cubic time); the tail is left-stripped before matching.
+_ANSWER = re.compile(rf"(?:\*\*\s*)?(?:\\?\$\s*)?(?P<number>{_NUMBER})(?!\d|[.,]\d)")
 _GROUND_TRUTH = re.compile(rf"\\?\$?\s*(?P<number>{_NUMBER})")  # matched against the stripped text
 
 
@@ -36,7 +38,7 @@ def final_answer(text: str) -> Decimal | None:
     if position < 0:
         return None
     tail = text[position + len(MARKER) : position + len(MARKER) + TAIL_CHARS].replace("\u2212", "-")
-    match = _ANSWER.match(tail)
+    match = _ANSWER.match(tail.lstrip())
     return _as_decimal(match.group("number")) if match else None
 
 

@@ -42,6 +42,7 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 MAX_CALL_BLOCK_CHARS = 200_000
 MAX_CALLS = 64
+MAX_DEPTH = 64  # nesting of the whole call list; deeper JSON is no tool call, and comparing it would recurse
 
 
 def last_call_block(text: str) -> str | None:
@@ -61,12 +62,36 @@ def last_call_block(text: str) -> str | None:
     return block
 
 
-def parse_calls(text: str) -> list[tuple[str, dict[str, Any]]] | None:
-    """``[{"name", "arguments"}, ...]`` JSON -> [(name, arguments)], or None if it is not that."""
+_NOT_JSON = object()
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``, or a ``_NOT_JSON`` marker for invalid, too deep or too large (4,300+ digit) JSON."""
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
-        return None
+        return _NOT_JSON
+    return value if nesting_depth(value) <= MAX_DEPTH else _NOT_JSON
+
+
+def nesting_depth(value: Any) -> int:
+    """How deeply lists and objects nest in a JSON value (a scalar is 0), counted without recursion; the
+    count stops a level past :data:`MAX_DEPTH`."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, depth + 1)
+            if deepest > MAX_DEPTH:
+                return deepest
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def parse_calls(text: str) -> list[tuple[str, dict[str, Any]]] | None:
+    """``[{"name", "arguments"}, ...]`` JSON -> [(name, arguments)], or None if it is not that (or nests
+    deeper than :data:`MAX_DEPTH`, so that comparing values can never exhaust the recursion limit)."""
+    value = _loads(text)
     if isinstance(value, dict):
         value = [value]
     if not isinstance(value, list) or not value or len(value) > MAX_CALLS:
@@ -77,18 +102,10 @@ def parse_calls(text: str) -> list[tuple[str, dict[str, Any]]] | None:
             return None
         arguments = call.get("arguments", {})
         if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except (ValueError, RecursionError):
-                return None
+            arguments = _loads(arguments)
         if not isinstance(arguments, dict):
             return None
         calls.append((call["name"], arguments))
-    try:
-        for _, arguments in calls:
-            canonical(arguments)
-    except RecursionError:  # nested deeper than Python's recursion limit
-        return None
     return calls
 
 
