@@ -76,13 +76,26 @@ def convert_split(
 
     Each record counts once: out (it gave rows), skipped (malformed: the converter raised, its data is
     nested too deeply to walk, or a produced row holds a value parquet cannot store) or filtered (the
-    converter returned no row and said why with ``report.filter``).
+    converter returned no row and said why with ``report.filter``). Produced rows are checked for
+    storability in chunks of :data:`STORAGE_CHECK_RECORDS` records (one pyarrow conversion per chunk).
     """
     from tqdm import tqdm
 
-    from data_prep.verl_rows import storage_problem
-
     rows: list[dict[str, Any]] = []
+    pending: list[tuple[RawRecord, list[dict[str, Any]]]] = []  # counted out, not yet checked
+
+    def check_pending() -> None:
+        problems = _unstorable_records(pending)
+        for index, (record, produced) in enumerate(pending):
+            if index not in problems:
+                rows.extend(produced)
+            elif strict:
+                raise MalformedRecordError(raw.source, record.location, *problems[index])
+            else:
+                report.rows_out -= 1
+                report.skip(*problems[index])
+        pending.clear()
+
     records = tqdm(
         raw,
         total=raw.num_records,
@@ -101,21 +114,35 @@ def convert_split(
                 produced = convert(record.data, record, report)
             except RecursionError:
                 raise MalformedRecord("<record>", "nested too deeply to process") from None
-            for row in produced:
-                problem = storage_problem(row)
-                if problem is not None:
-                    raise MalformedRecord(*problem)
         except MalformedRecord as malformed:
             if strict:
+                check_pending()  # an earlier record's problem is the first one
                 raise MalformedRecordError(raw.source, record.location, malformed.field, malformed.reason) from None
             report.skip(malformed.field, malformed.reason)
             continue
         if produced:
             report.rows_out += 1
-            rows.extend(produced)
+            pending.append((record, produced))
+            if len(pending) >= STORAGE_CHECK_RECORDS:
+                check_pending()
         elif report.rows_filtered == filtered_before:
             report.filter("gave no row")
+    check_pending()
     return rows
+
+
+STORAGE_CHECK_RECORDS = 2048
+
+
+def _unstorable_records(pending: list[tuple[RawRecord, list[dict[str, Any]]]]) -> dict[int, tuple[str, str]]:
+    """``{index in pending: (field, reason)}``: the first unstorable row of each bad record."""
+    from data_prep.verl_rows import unstorable_rows
+
+    owners = [index for index, (_, produced) in enumerate(pending) for _ in produced]
+    problems: dict[int, tuple[str, str]] = {}
+    for position, problem in unstorable_rows([row for _, produced in pending for row in produced]).items():
+        problems.setdefault(owners[position], problem)
+    return problems
 
 
 def held_out_split(

@@ -10,7 +10,6 @@ puts every group of rows sharing a prompt into one group, which the split keeps 
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,8 +26,9 @@ def add_drop_duplicates_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def prompt_key(row: Row) -> str:
-    return json.dumps(row["prompt"], ensure_ascii=False, sort_keys=True)
+def prompt_key(row: Row) -> tuple:
+    """The prompt's messages as (role, content) pairs (rows hold nothing else in a message)."""
+    return tuple((message["role"], message["content"]) for message in row["prompt"])
 
 
 def flag_shared_prompts(

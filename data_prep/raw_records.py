@@ -52,9 +52,12 @@ def _parse_int(text: str) -> int | OversizedInt:
         return OversizedInt(len(text.lstrip("-")))
 
 
+_DECODER = json.JSONDecoder(parse_int=_parse_int)  # one decoder: json.loads(..., parse_int=) builds one per call
+
+
 def parse_json(text: str):
     """``json.loads`` that reads any integer (see :class:`OversizedInt`); raises ValueError or RecursionError."""
-    return json.loads(text, parse_int=_parse_int)
+    return _DECODER.decode(text)
 
 
 @dataclass

@@ -87,8 +87,17 @@ def replace_outputs(
             files[path.name] = describe_file(path, len(rows))
         (partial / MANIFEST_NAME).write_text(_json(manifest(dataset, options, files, reports)), encoding="utf-8")
         _sync(partial / MANIFEST_NAME)
+        in_the_way = [name for name in (*files, MANIFEST_NAME) if (save_dir / name).is_dir()]
+        if in_the_way:
+            raise DataPrepError(f"{save_dir}: {in_the_way} are folders; outputs cannot replace them (nothing written)")
         with _signals_held():
-            _commit(partial, save_dir, list(files))
+            try:
+                _commit(partial, save_dir, list(files))
+            except OSError as error:
+                raise DataPrepError(
+                    f"{save_dir}: moving the outputs into place failed ({error.strerror or error}); the folder has "
+                    f"no {MANIFEST_NAME} now, so run scripts will prepare it again"
+                ) from None
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return {Path(name).stem: save_dir / name for name in files}

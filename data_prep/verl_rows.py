@@ -47,6 +47,33 @@ def storage_problem(row: dict[str, Any]) -> tuple[str, str] | None:
     type than JSON's has no column type here. The field is a path such as ``extra_info.pass_rate`` or
     ``prompt[0].content``. Walks without recursion, so any nesting depth is fine.
     """
+    return _first_unstorable(row)
+
+
+def unstorable_rows(rows: Sequence[dict[str, Any]]) -> dict[int, tuple[str, str]]:
+    """``{position: (field, reason)}`` for the rows parquet cannot store.
+
+    Asks pyarrow first, for all rows at once (C++ speed; the common case: nothing to report); only when it
+    refuses are the rows walked one by one (:func:`storage_problem`) to find and name the culprits. Rows
+    that are each fine but disagree on a column's type are not reported here (that is the dataset's
+    business: Guru stores such pass-through columns as text).
+    """
+    import pyarrow as pa
+
+    try:
+        pa.Table.from_pylist(list(rows))
+        return {}
+    except Exception:  # pyarrow raises ArrowInvalid, ArrowTypeError, OverflowError, UnicodeEncodeError
+        pass
+    found = {}
+    for position, row in enumerate(rows):
+        problem = storage_problem(row)
+        if problem is not None:
+            found[position] = problem
+    return found
+
+
+def _first_unstorable(row: dict[str, Any]) -> tuple[str, str] | None:
     stack: list[tuple[str, Any]] = [(name, value) for name, value in reversed(row.items())]
     while stack:
         path, value = stack.pop()

@@ -172,6 +172,16 @@ def test_save_dir_equal_to_or_inside_the_raw_folder_is_refused(tmp_path, capsys)
     assert snapshot(raw) == before and not (raw / "out").exists()
 
 
+def test_a_folder_where_an_output_goes_is_refused_before_anything_moves(tmp_path, capsys, previous):
+    save_dir, before = previous
+    (save_dir / "test.parquet").unlink()
+    (save_dir / "test.parquet").mkdir()
+    status, captured = run(save_dir, raw_gsm8k(tmp_path, 3), capsys)
+    assert status == 2 and "['test.parquet'] are folders" in captured.err
+    assert snapshot(save_dir)["train.parquet"] == before["train.parquet"]
+    assert MANIFEST_NAME in snapshot(save_dir)
+
+
 def test_guru_save_dir_over_its_input_file_is_refused(tmp_path, capsys, guru_file):
     status = guru.main(["--local_save_dir", str(guru_file), "--local_dataset_path", str(guru_file)])
     assert status == 2 and "exists and is not a folder" in capsys.readouterr().err
