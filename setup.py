@@ -38,8 +38,11 @@ setup(
     long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.10,<3.13",
-    packages=find_packages(include=["verl_ext", "verl_ext.*", "recipe", "recipe.*", "data_prep", "data_prep.*"]),
-    package_data={"recipe": ["**/*.yaml"], "verl_ext": ["**/*.yaml", "**/*.json"]},
+    # Top-level names an install writes: verl_ext and data_prep only (a test checks they collide with no
+    # installed distribution). The recipe config ships as verl_ext/recipe/rec_trainer.yaml; the checkout's
+    # recipe/rec/config/rec_trainer.yaml is a symlink to it, not a package.
+    packages=find_packages(include=["verl_ext", "verl_ext.*", "data_prep", "data_prep.*"]),
+    package_data={"verl_ext": ["**/*.yaml", "**/*.json"], "verl_ext.recipe": ["*.yaml"]},
     include_package_data=True,
     install_requires=RUNTIME,
     extras_require={"test": TEST, "cpu": TEST, "gpu": GPU},

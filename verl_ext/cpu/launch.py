@@ -30,22 +30,11 @@ from typing import Any, Optional, Sequence
 from verl_ext.cpu.profile import cpu_environment, cpu_overrides, merge_overrides
 from verl_ext.cpu.rollout_events import read_rollout_events
 from verl_ext.cpu.run_metrics import file_logger_path, read_step_metrics
+from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME
+from verl_ext.recipe import config_dir as recipe_config_dir  # the packaged recipe config, in a checkout or installed
 
 PROJECT_NAME = "verl_ext_cpu"
-RECIPE_CONFIG_NAME = "rec_trainer"
 VERL_CONFIG_NAME = "ppo_trainer"
-
-
-def recipe_config_dir() -> Path:
-    """``recipe/rec/config`` (the recipe config that extends verl's ppo_trainer), next to ``verl_ext``.
-
-    Found from this file rather than by importing ``recipe``: verl's wheel installs a ``recipe/`` folder
-    into site-packages too, which shadows an editable install's ``recipe`` package.
-    """
-    config_dir = Path(__file__).resolve().parents[2] / "recipe" / "rec" / "config"
-    if not (config_dir / f"{RECIPE_CONFIG_NAME}.yaml").is_file():
-        raise FileNotFoundError(f"recipe config {RECIPE_CONFIG_NAME}.yaml not found in {config_dir}")
-    return config_dir
 
 
 def verl_config_dir() -> Path:
