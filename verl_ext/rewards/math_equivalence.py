@@ -14,8 +14,8 @@ Three layers, cheapest first:
 
 Layer 2 can run for a very long time on some inputs (``2^{2^{2^{100}}}``, ``(x+y+z)^{300}``, ``10^8!``),
 so :func:`safe_for_symbolic` refuses inputs with exponent towers, large exponents (of numbers or, with a
-variable present, of anything), large factorials or very long integers before sympy sees them. No such
-rule is complete (``(a+b+c+d+e)^{10}`` against ``(a+b+c+d+e)^{9}`` takes sympy about 20 s), so callers
+variable present, of anything; also in scientific notation, ``1e999999``), large factorials or very long
+integers before sympy sees them. No such rule is complete (``(a+b+c+d+e)^{10}`` against ``(a+b+c+d+e)^{9}`` takes sympy about 20 s), so callers
 run :func:`are_equivalent` under a wall-clock budget (:mod:`verl_ext.rewards.equivalence_pool`).
 math-verify's own signal-based timeouts are switched off (they only work on the main thread).
 """
@@ -162,6 +162,8 @@ def safe_for_symbolic(text: str) -> bool:
         limit = MAX_EXPONENT_WITH_VARIABLES if has_variable else MAX_EXPONENT
         if any(int(number) > limit for number in _NUMBER_IN_EXPONENT.findall(exponent)):
             return False
+    if any(int(exponent) > MAX_EXPONENT for exponent in re.findall(r"\d[eE][+-]?(\d+)", text)):
+        return False  # 1e999999 (scientific notation)
     for match in re.finditer(r"(\d+)\s*!|[)}\]]\s*!", text):
         if match.group(1) is None or int(match.group(1)) > MAX_FACTORIAL:
             return False  # 100000!, (10^5)!
