@@ -23,22 +23,31 @@ from verl_ext.gpu.profile import (
 )
 
 
-def test_gpu_run_composes_and_passes_verls_checks(tiny_gpu_assets, tmp_path):
-    """The smoke command's run (delayed_sync 3,1) with the whole GPU profile, through the dry run's checks."""
+def test_gpu_runs_compose_and_pass_verls_checks(tiny_gpu_assets, tmp_path):
+    """The smoke command's run (delayed_sync 3,1) and the GPU tests' runs that differ most from it (offline with
+    masking, verl's decoupled mode) with the whole GPU profile, through the dry run's checks:
+    a config error must not cost GPU time."""
+    from tests.gpu.gpu_runs import run_specs
     from verl_ext.gpu.smoke import smoke_run
 
-    argv = gpu_main_ppo_command(smoke_run(10, 3, 1, "rec_oneside_nois"), tmp_path, tiny_gpu_assets)[3:]
-    result = preflight.preflight("gpu-smoke", argv)
-    assert result.ok, result.error
+    specs = run_specs(tmp_path / "checkpoints")
+    runs = [("gpu-smoke", smoke_run(10, 3, 1, "rec_oneside_nois"))] + [
+        (name, specs[name]) for name in ("offline_red_drop", "offpolicy_grpo")]
+    results = preflight.preflight_many([(name, gpu_main_ppo_command(run, tmp_path, tiny_gpu_assets)[3:]) for name, run in runs])
+    assert all(result.ok for result in results), {result.name: result.error for result in results if not result.ok}
+    result = results[0]
+    argv = gpu_main_ppo_command(runs[0][1], tmp_path, tiny_gpu_assets)[3:]
     s = result.settings
     assert (s["actor_rollout_ref.rollout.name"], s["trainer.n_gpus_per_node"], s["trainer.nnodes"]) == ("vllm", 1, 1)
     assert s["actor_rollout_ref.model.path"] == str(tiny_gpu_assets / "model")
     assert s["actor_rollout_ref.rollout.gpu_memory_utilization"] < 0.5  # leaves the colocated actor room
     assert s["trainer.v1.trainer_mode"] == "delayed_sync" and s["trainer.v1.delayed_sync.sync_interval"] == 3
-    config = preflight.compose(preflight.parse_main_ppo_argv(argv))
-    assert config.actor_rollout_ref.rollout.dtype == "bfloat16" and config.actor_rollout_ref.rollout.enforce_eager is True
-    assert config.ray_kwargs.ray_init.include_dashboard is False
-    assert config.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
+    # accepted by the composition above, and last in the arguments: they win
+    for override in ("actor_rollout_ref.rollout.dtype=bfloat16", "actor_rollout_ref.rollout.enforce_eager=True",
+                     "+ray_kwargs.ray_init.include_dashboard=False",
+                     "+actor_rollout_ref.model.override_config.attn_implementation=sdpa"):
+        assert override in argv and not [item for item in argv[argv.index(override) + 1:]
+                                          if override_key(item.split("=", 1)[0]) == override_key(override.split("=", 1)[0])]
 
 
 def test_every_override_has_a_reason_and_the_smoke_set_is_inside_the_run_set(tiny_gpu_assets):
@@ -68,12 +77,11 @@ def test_shell_profile_defines_the_same_overrides(tiny_gpu_assets):
     assert int(sourced[-1]) == len(gpu_smoke_overrides(tiny_gpu_assets))
 
 
-# One run per distinct profile and override set (the grids' other cells differ only in algorithm and setting,
-# which tests/run_scripts/test_dry_run.py composes for every run): composed in full through the dry run.
+# Runs composed in full through the dry run: the profiles whose resources differ most (the grids' other cells
+# differ in algorithm and setting, which tests/run_scripts/test_dry_run.py composes for every run; all 74 GPU
+# smoke runs composed when this was written, docs/gpu.md; every run's overrides are checked below).
 COMPOSED = {
     "gsm8k/offpolicy_grpo.sh": "offpolicy_grpo-zvm-sync_interval_10",  # gsm8k profile: validation, decoupled mode, masking
-    "toolace/figure3_rec.sh": "rec_ring_nois-sync_offset_10",
-    "guru/figure5_red_weight.sh": "red_weight-on_policy",  # 7B profile: rollout TP 2
     "guru/figure12_rec_gspo.sh": "rec_gspo_nois-eps6e-4_8e-4-sync_interval_8",  # 30B profile: TP 4, offloading
     "math/figure11_red_weight.sh": "grpo-on_policy",  # MATH-500 validation file
 }
@@ -85,10 +93,11 @@ MOVED = {"trainer.default_local_dir", "ray_kwargs.ray_init.runtime_env.env_vars.
 @pytest.fixture(scope="module")
 def queued(tmp_path_factory):
     """{script: ({name: argv} of its plain dry run, {name: argv} under VERL_EXT_GPU_SMOKE=1)}, queued by the
-    scripts themselves (bash only: no Python composition)."""
+    scripts themselves (bash only: no Python composition); the plain run only for the scripts of COMPOSED."""
     tmp_path = tmp_path_factory.mktemp("gpu_smoke_queues")
     return {
-        script: (dict(queued_runs(script, tmp_path)), dict(queued_runs(script, tmp_path, VERL_EXT_GPU_SMOKE="1")))
+        script: (dict(queued_runs(script, tmp_path)) if script in COMPOSED else None,
+                 dict(queued_runs(script, tmp_path, VERL_EXT_GPU_SMOKE="1")))
         for script in FIGURE_GRIDS
     }
 
@@ -98,20 +107,24 @@ def _values(argv):
 
 
 def test_gpu_smoke_of_every_run_swaps_only_model_data_and_the_listed_settings(queued):
-    """Every run of every figure script: each key keeps the script's value, or is one the GPU smoke names
-    (with the profile's value), a smoke cap (2 steps, no checkpoint, no resume) or a path under gpu-smoke/."""
+    """Every run of every figure script gets the GPU smoke's overrides (the profile's values), the smoke caps
+    (2 steps, no checkpoint, no resume) and paths under gpu-smoke/; against the plain dry run (scripts of
+    COMPOSED), every other key keeps the script's value."""
     smoke = _values(gpu_smoke_overrides(REPO / "assets" / "tiny-gpu"))
     total = 0
     for script, (plain, gpu_smoke) in queued.items():
-        assert sorted(gpu_smoke) == sorted(f"{name} (gpu smoke)" for name in plain), script
-        for name, argv in plain.items():
-            before, after = _values(argv), _values(gpu_smoke[f"{name} (gpu smoke)"])
-            changed = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
-            assert changed <= set(smoke) | set(SMOKE_CAPS) | MOVED, (name, sorted(changed - set(smoke) - set(SMOKE_CAPS) - MOVED))
+        project, grid = FIGURE_GRIDS[script]
+        assert sorted(gpu_smoke) == sorted(f"{project}/{label}-{setting} (gpu smoke)" for label, setting in grid), script
+        for name, argv in gpu_smoke.items():
+            after = _values(argv)
             assert {key: after[key] for key in smoke} == smoke, name
             assert {key: after[key] for key in SMOKE_CAPS} == SMOKE_CAPS, name
             assert "/gpu-smoke/" in after["trainer.default_local_dir"], name
             total += 1
+            if plain is not None:
+                before = _values(plain[name.removesuffix(" (gpu smoke)")])
+                changed = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+                assert changed <= set(smoke) | set(SMOKE_CAPS) | MOVED, (name, sorted(changed - set(smoke) - set(SMOKE_CAPS) - MOVED))
     assert total == sum(len(grid) for _, grid in FIGURE_GRIDS.values())
 
 

@@ -1,0 +1,94 @@
+"""The real ``main_ppo`` runs of the GPU tests: few runs, each carrying many checks, started only when a
+selected test needs them (``pytest -m gpu -k schedule`` starts only the schedule's runs).
+
+Each run is a child process (:func:`verl_ext.gpu.launch.run_gpu_main_ppo`): vLLM's engine start dominates
+a run's start-up on the GPU (minutes), Ray's own start is seconds, and a process boundary returns the
+engine's GPU memory for sure. Runs, in the order a full ``pytest -m gpu`` needs them:
+
+=================  =========================================================================================
+delayed_3_1        delayed_sync (3, 1), 7 steps, clipped REC (rec_oneside_nois): schedule, pushes, lag-0
+                   log-probs, checkpoints every 2 steps (step 4 is mid-interval), validation every 3 steps
+resumed_3_1        resumes delayed_3_1 from global_step_4: same lags, versions, syncs
+offline_red_drop   offline + zero-variance masking (odd prompts score a constant), RED-Drop, 3 steps
+on_policy_opmd     delayed_sync (1, 0) + OPMD, 3 steps: lag 0 at every step
+sync_rec_gspo      verl's own ``sync`` mode + REC-GSPO-NoIS with seq-mean-token-mean, 2 steps
+red_weight         delayed_sync (1, 0) + RED-Weight, 2 steps
+offpolicy_grpo     delayed_sync (3, 1) + off-policy GRPO in verl's decoupled mode (pi_old recomputed,
+                   rollout log-probs as IS weights), 3 steps: verl logs rollout-vs-actor probabilities
+=================  =========================================================================================
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.staleness import odd_count_reward
+from verl_ext.cpu.launch import CPURun, CPURunResult
+
+RUN_TIMEOUT_SECONDS = 15 * 60
+DELAYED = "trainer.v1.trainer_mode=delayed_sync"
+SCHEDULE_3_1 = (DELAYED, "trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1")
+ON_POLICY = (DELAYED, "trainer.v1.delayed_sync.sync_interval=1", "trainer.v1.delayed_sync.sync_offset=0")
+SCHEDULE_STEPS, RESUME_AT, SAVE_FREQ, TEST_FREQ = 7, 4, 2, 3
+
+
+def algorithm(estimator: str, loss: str) -> tuple[str, ...]:
+    return (f"algorithm.adv_estimator={estimator}", f"actor_rollout_ref.actor.policy_loss.loss_mode={loss}")
+
+
+def run_specs(checkpoints: Path) -> dict[str, CPURun]:
+    """Every run by name; ``checkpoints`` is where delayed_3_1 saves (resumed_3_1 reads it)."""
+    return {
+        "delayed_3_1": CPURun(
+            "delayed_3_1", steps=SCHEDULE_STEPS, checkpoint_dir=checkpoints,
+            overrides=(*algorithm("rec", "rec_oneside_nois"), *SCHEDULE_3_1,
+                       f"trainer.save_freq={SAVE_FREQ}", f"trainer.test_freq={TEST_FREQ}"),
+        ),
+        "resumed_3_1": CPURun(
+            "resumed_3_1", steps=SCHEDULE_STEPS, checkpoint_dir=checkpoints,
+            overrides=(*algorithm("rec", "rec_oneside_nois"), *SCHEDULE_3_1, "trainer.resume_mode=resume_path",
+                       f"trainer.resume_from_path={checkpoints / f'global_step_{RESUME_AT}'}"),
+        ),
+        "offline_red_drop": CPURun(
+            "offline_red_drop", steps=3,
+            overrides=(*algorithm("red_drop", "rec_reinforce"), DELAYED, "trainer.v1.delayed_sync.offline=true",
+                       "trainer.v1.delayed_sync.zero_variance_masking=true",
+                       f"reward.custom_reward_function.path={Path(odd_count_reward.__file__).resolve()}",
+                       "reward.custom_reward_function.name=compute_score"),
+        ),
+        "on_policy_opmd": CPURun("on_policy_opmd", steps=3, overrides=(*algorithm("rec", "opmd"), *ON_POLICY)),
+        "sync_rec_gspo": CPURun(
+            "sync_rec_gspo", steps=2,
+            overrides=(*algorithm("rec", "rec_gspo_nois"), "trainer.v1.trainer_mode=sync",
+                       "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
+                       "actor_rollout_ref.actor.clip_ratio_low=6e-4", "actor_rollout_ref.actor.clip_ratio_high=8e-4"),
+        ),
+        "red_weight": CPURun("red_weight", steps=2, overrides=(*algorithm("rec", "red_weight"), *ON_POLICY)),
+        "offpolicy_grpo": CPURun(
+            "offpolicy_grpo", steps=3,
+            overrides=(*algorithm("grpo", "offpolicy_grpo"), *SCHEDULE_3_1, "algorithm.norm_adv_by_std_in_grpo=true",
+                       "algorithm.rollout_correction.bypass_mode=false", "algorithm.rollout_correction.rollout_is=token",
+                       "algorithm.rollout_correction.rollout_is_threshold=1e6"),
+        ),
+    }
+
+
+class GPURuns:
+    """Runs each spec once, on first use, and keeps the result (a failed run raises with its log's path)."""
+
+    def __init__(self, base_dir: Path, assets_dir: Path):
+        self.base_dir, self.assets_dir = Path(base_dir), Path(assets_dir)
+        self.specs = run_specs(self.base_dir / "delayed_3_1_checkpoints")
+        self._results: dict[str, CPURunResult] = {}
+
+    def __getitem__(self, name: str) -> CPURunResult:
+        if name not in self._results:
+            from verl_ext.gpu.launch import run_gpu_main_ppo
+
+            if name == "resumed_3_1":
+                self["delayed_3_1"]  # noqa: B018 -- the checkpoint it resumes from
+            result = run_gpu_main_ppo(self.specs[name], self.base_dir, self.assets_dir, timeout=RUN_TIMEOUT_SECONDS)
+            print(f"\n[gpu run] {name}: {result.wall_seconds:.0f} s wall, exit {result.measurements.returncode}, "
+                  f"log {result.log_path}")
+            self._results[name] = result.raise_for_error()
+        return self._results[name]
