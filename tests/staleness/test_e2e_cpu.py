@@ -2,9 +2,11 @@
 
 The CPU rollout keeps vLLM's contract (``free_cache_engine=True``: sleep discards the weights, generating
 before the next push raises) and logs every weight event with a checksum of the weights it holds
-(:mod:`verl_ext.cpu.rollout_events`). Three runs share one Ray start-up (:class:`CPURaySession`):
-(3, 1) over 7 steps with checkpoints, a resume from its mid-interval checkpoint, and offline with
-zero-variance masking (a reward that is constant for the odd prompts, tests/staleness/odd_count_reward.py).
+(:mod:`verl_ext.cpu.rollout_events`). Four runs share one Ray start-up (:class:`CPURaySession`):
+(3, 1) over 7 steps; the same with ``overlap=true`` (a resident engine generating in the background: the
+rollout server and the trainer's actor are separate processes, so the overlap is real) and checkpoints; a
+resume from the overlap run's mid-interval checkpoint; and offline with zero-variance masking (a reward
+that is constant for the odd prompts, tests/staleness/odd_count_reward.py).
 """
 
 import json
@@ -19,7 +21,9 @@ from verl_ext.staleness.schedule import StalenessSchedule
 pytestmark = pytest.mark.e2e
 
 STEPS = 7
-RESUME_AT = 4  # global step of the checkpoint resumed from: steps 0-3 done, mid-interval of version 2
+# global step of the checkpoint resumed from: steps 0-2 done, between the syncs after steps 1 and 4; written
+# inside step 2, while version 2 may still be generating the batches of steps 3-5 in the background
+RESUME_AT = 3
 OFFLINE_STEPS = 3
 SCHEDULE = StalenessSchedule(sync_interval=3, sync_offset=1)
 # 4 prompts x 2 responses per step (the CPU profile's 8 x 4 is for learning; here only the schedule matters)
@@ -37,6 +41,7 @@ COMMON = (
     *SMALL_BATCHES,
 )
 KNOBS = ("trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1")
+OVERLAP = ("trainer.v1.delayed_sync.overlap=true", "actor_rollout_ref.rollout.free_cache_engine=False")
 ZERO_VARIANCE_MASKING = (
     "trainer.v1.delayed_sync.zero_variance_masking=true",
     f"reward.custom_reward_function.path={Path(odd_count_reward.__file__).resolve()}",
@@ -52,7 +57,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("staleness_e2e")
     assets = root / "assets"
     build_tiny_assets(assets)
-    dumps = {name: root / "dumps" / name for name in ("uninterrupted", "resumed", "offline")}
+    dumps = {name: root / "dumps" / name for name in ("uninterrupted", "overlap", "resumed", "offline")}
     with launch.CPURaySession(root / "runs", assets) as session:
         uninterrupted = session.run(
             launch.CPURun(
@@ -61,14 +66,22 @@ def runs(tmp_path_factory):
                 overrides=(*COMMON, *KNOBS, "trainer.save_freq=2", f"trainer.rollout_data_dir={dumps['uninterrupted']}"),
             )
         ).raise_for_error()
-        checkpoint = uninterrupted.checkpoint_dir / f"global_step_{RESUME_AT}"
+        overlap = session.run(
+            launch.CPURun(
+                name="delayed_3_1_overlap",
+                steps=STEPS,
+                overrides=(*COMMON, *KNOBS, *OVERLAP, "trainer.save_freq=3", f"trainer.rollout_data_dir={dumps['overlap']}"),
+            )
+        ).raise_for_error()
+        checkpoint = overlap.checkpoint_dir / f"global_step_{RESUME_AT}"
         resumed = session.run(
             launch.CPURun(
-                name="delayed_3_1_resumed",
+                name="delayed_3_1_overlap_resumed",
                 steps=STEPS,
                 overrides=(
                     *COMMON,
                     *KNOBS,
+                    *OVERLAP,
                     "trainer.resume_mode=resume_path",
                     f"trainer.resume_from_path={checkpoint}",
                     f"trainer.rollout_data_dir={dumps['resumed']}",
@@ -87,9 +100,9 @@ def runs(tmp_path_factory):
                 ),
             )
         ).raise_for_error()
-    for result in (uninterrupted, resumed, offline):
+    for result in (uninterrupted, overlap, resumed, offline):
         print(f"{result.run.name}: {result.wall_seconds:.0f} s")
-    return {"uninterrupted": uninterrupted, "resumed": resumed, "offline": offline, "dumps": dumps}
+    return {"uninterrupted": uninterrupted, "overlap": overlap, "resumed": resumed, "offline": offline, "dumps": dumps}
 
 
 def per_step(result, key: str) -> dict[int, float]:
@@ -107,13 +120,15 @@ def pushes(result) -> list[dict]:
 
 
 def served_after_each_push(result) -> list[int]:
-    """Requests the rollout served with the weights of each push (until the next push)."""
+    """Requests the rollout served with the weights of each push (until the next push). An event records
+    the requests served since the previous event, so a push's own record counts for the push before it;
+    a resident engine (no sleep event) records the last push's requests nowhere."""
     served: list[int] = []
     for event in result.events:
+        if served:
+            served[-1] += event.get("requests_served", 0)
         if event["event"] == "update_weights":
             served.append(0)
-        elif served:
-            served[-1] += event.get("requests_served", 0)
     return served
 
 
@@ -163,22 +178,58 @@ def test_weights_reach_the_rollout_exactly_at_sync_points(runs):
     ]
 
 
+def prompts_of(dump: Counter) -> Counter:
+    return Counter(prompt for prompt, _response, _score in dump.elements())
+
+
+SCHEDULE_METRICS = ("staleness/lag", "staleness/behaviour_version", "staleness/weight_syncs", "staleness/synced")
+
+
+def test_overlap_keeps_the_schedule_prompts_and_pushes(runs):
+    """overlap=true: the same lags, versions, pushes and prompts per step as without overlap; each push's
+    weights served exactly its scheduled batches (a push under a generation would move requests from one
+    push to the next); the engine never slept."""
+    plain, overlap = runs["uninterrupted"], runs["overlap"]
+    for key in SCHEDULE_METRICS:
+        assert per_step(overlap, key) == per_step(plain, key), key
+    for step in range(STEPS):
+        assert prompts_of(rollout_dump(runs["dumps"]["overlap"], step)) == prompts_of(
+            rollout_dump(runs["dumps"]["uninterrupted"], step)
+        ), step
+    assert [push["weight_version"] for push in pushes(overlap)] == [push["weight_version"] for push in pushes(plain)]
+    check_checksums_change_only_at_pushes(overlap)
+    # (the last push's requests are in no event of a resident engine; its batches' stamps are checked by
+    # staleness/behaviour_version above: a push in the middle would mix versions in a batch)
+    assert served_after_each_push(overlap)[:-1] == served_after_each_push(plain)[:-1]
+    assert not [event for event in overlap.events if event["event"] in ("sleep", "wake_up")]  # resident
+    assert [event for event in plain.events if event["event"] == "sleep"]  # the plain run's engine sleeps
+
+
+def test_overlap_hides_generation_behind_training(runs):
+    hidden = {name: per_step(runs[name], "staleness/generation_hidden_s") for name in ("uninterrupted", "overlap")}
+    waits = {name: per_step(runs[name], "staleness/wait_for_batch_s") for name in ("uninterrupted", "overlap")}
+    print(f"generation hidden per step: {hidden}; wait for the batch: {waits}")
+    assert set(hidden["overlap"]) == set(range(STEPS))
+    assert sum(hidden["overlap"].values()) > 0.1
+    assert sum(hidden["overlap"].values()) > 2 * sum(hidden["uninterrupted"].values())
+    assert all(value == 0.0 for value in waits["uninterrupted"].values())  # generated at the sync point
+
+
 def test_resume_mid_interval_continues_the_uninterrupted_run(runs):
-    uninterrupted, resumed = runs["uninterrupted"], runs["resumed"]
+    overlap, resumed = runs["overlap"], runs["resumed"]
     resumed_steps = range(RESUME_AT, STEPS)
-    for key in ("staleness/lag", "staleness/behaviour_version", "staleness/weight_syncs", "staleness/synced"):
-        expected = {step: value for step, value in per_step(uninterrupted, key).items() if step in resumed_steps}
+    for key in SCHEDULE_METRICS:
+        expected = {step: value for step, value in per_step(overlap, key).items() if step in resumed_steps}
         assert per_step(resumed, key) == expected, key
-    # the batches of steps 4 and 5 come back from the checkpoint as they were generated (prompts,
-    # responses, scores); step 6's batch takes the next prompts of the restored dataloader
-    for step in (4, 5):
-        assert rollout_dump(runs["dumps"]["resumed"], step) == rollout_dump(runs["dumps"]["uninterrupted"], step)
-    prompts = lambda dump: Counter(prompt for prompt, _response, _score in dump.elements())  # noqa: E731
-    assert prompts(rollout_dump(runs["dumps"]["resumed"], 6)) == prompts(rollout_dump(runs["dumps"]["uninterrupted"], 6))
+    # the batches of steps 3-5 come back from the checkpoint as they were generated (prompts, responses,
+    # scores): the checkpoint waited for them; step 6's batch takes the next prompts of the restored dataloader
+    for step in (3, 4, 5):
+        assert rollout_dump(runs["dumps"]["resumed"], step) == rollout_dump(runs["dumps"]["overlap"], step)
+    assert prompts_of(rollout_dump(runs["dumps"]["resumed"], 6)) == prompts_of(rollout_dump(runs["dumps"]["overlap"], 6))
     # no push at the resume (version 2's batches were in the checkpoint); the sync after step 4 pushes
-    # version 5, trained from the checkpoint on the same batch: the same weights as without the interruption
+    # version 5, trained from the checkpoint on the same batches: the same weights as without the interruption
     assert [push["weight_version"] for push in pushes(resumed)] == [5]
-    version_5 = {push["weight_version"]: push["weight_checksum"] for push in pushes(uninterrupted)}[5]
+    version_5 = {push["weight_version"]: push["weight_checksum"] for push in pushes(overlap)}[5]
     assert pushes(resumed)[0]["weight_checksum"] == version_5
     check_checksums_change_only_at_pushes(resumed)
 

@@ -126,6 +126,22 @@ def test_overlapped_pipeline_timing():
     assert tracker.timing(window_start, engine.now).engine_busy == pytest.approx(1.5)
 
 
+def test_handing_a_batch_over_is_waiting_not_hidden_generation():
+    """verl's agent loop returns once it has accepted the batch; the first call also waits for its
+    workers to start (tens of seconds on a busy CPU): the trainer is idle then, nothing is hidden."""
+    engine = SimulatedEngine()
+    tracker = make_tracker(engine)
+    with tracker.dispatching(0, {0: ["a", "b"]}):
+        engine.finish_at.update({"a": 31.0, "b": 31.0})
+        engine.sleep(30.0)  # blocked in generate_sequences
+    assert tracker.in_flight
+    tracker.wait_for_all()
+    timing = tracker.timing(0.0, engine.now)
+    assert timing.engine_busy == pytest.approx(31.0, abs=0.02)
+    assert timing.wait_for_generation == pytest.approx(31.0, abs=0.02)
+    assert timing.generation_hidden == pytest.approx(0.0, abs=0.02)
+
+
 def test_an_open_generation_counts_up_to_the_end_of_the_window():
     busy = [Interval(1.0)]
     timing = window_timing(busy, [], 0.0, 3.0)

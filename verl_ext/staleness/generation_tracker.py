@@ -23,13 +23,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 logger = logging.getLogger(__name__)
 
 WAIT_FOR_BATCH = "batch"  # a step waiting for its own batch
-WAIT_FOR_GENERATION = "generation"  # waiting for every in-flight batch (before a push or a checkpoint, or no overlap)
+# waiting for every in-flight batch (before a push or a checkpoint; without overlap, after a push), or for the
+# agent loop to accept a batch (the first hand-over also waits for its workers to start)
+WAIT_FOR_GENERATION = "generation"
 REPORT_SECONDS = 60.0
 
 
@@ -140,6 +143,19 @@ class GenerationTracker:
             generation = Generation(version, groups, Interval(self.clock()), set().union(*groups.values()))
             self._in_flight.append(generation)
             self.busy.append(generation.busy)
+
+    @contextmanager
+    def dispatching(self, version: int, uids_by_step: dict[int, Iterable[str]]) -> Iterator[None]:
+        """Around the hand-over of a batch to the agent loop: the batch counts as submitted (the engine is
+        busy from here on), and the trainer, blocked in the call, counts as waiting for generation."""
+        self.submitted(version, uids_by_step)
+        interval = Interval(self.clock())
+        with self._lock:
+            self.waits.append((WAIT_FOR_GENERATION, interval))
+        try:
+            yield
+        finally:
+            interval.end = self.clock()
 
     @property
     def in_flight(self) -> bool:

@@ -377,8 +377,8 @@ class DelayedSyncTrainer(PPOTrainer):
                 for _ in step_uids
             ]
             tq.kv_batch_put(keys=step_uids, partition_id=TRAIN_PARTITION, tags=tags)
-            self.generations.submitted(version, {step: step_uids})
-            self.agent_loop_manager.generate_sequences(batch)
+            with self.generations.dispatching(version, {step: step_uids}):
+                self.agent_loop_manager.generate_sequences(batch)
         if self.delayed_sync.overlap:
             logger.info(f"delayed_sync: version {version} is generating the batches of steps {steps} in the background")
             return
