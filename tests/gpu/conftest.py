@@ -31,11 +31,20 @@ def tiny_gpu_assets(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def gpu_runs(tiny_gpu_assets, tmp_path_factory):
-    """The GPU tests' real main_ppo runs (tests/gpu/gpu_runs.py), each started on first use."""
-    from tests.gpu.gpu_runs import GPURuns
+def gpu_runs(tmp_path_factory):
+    """The GPU tests' real main_ppo runs (tests/gpu/gpu_runs.py), each started on first use; kept in
+    $VERL_EXT_GPU_TEST_DIR (reused by later commands) when it is set."""
+    import os
+    from pathlib import Path
 
-    return GPURuns(tmp_path_factory.mktemp("gpu_runs"), tiny_gpu_assets)
+    from tests.gpu.gpu_runs import GPURuns
+    from verl_ext.tiny.assets import build_tiny_assets
+
+    base = os.environ.get("VERL_EXT_GPU_TEST_DIR")
+    base = Path(base) if base else tmp_path_factory.mktemp("gpu_runs")
+    assets = base / "tiny-gpu"
+    build_tiny_assets(assets, size="gpu")  # kept when current: same path, same overrides in every command
+    return GPURuns(base, assets)
 
 
 def pytest_terminal_summary(terminalreporter, config):

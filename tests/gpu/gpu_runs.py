@@ -16,10 +16,16 @@ red_weight         delayed_sync (1, 0) + RED-Weight, 2 steps
 offpolicy_grpo     delayed_sync (3, 1) + off-policy GRPO in verl's decoupled mode (pi_old recomputed,
                    rollout log-probs as IS weights), 3 steps: verl logs rollout-vs-actor probabilities
 =================  =========================================================================================
+
+A GPU session's commands are limited in time (the project's device tool: 10 minutes a command), so the runs
+can be spread over several pytest commands on the same node: with ``VERL_EXT_GPU_TEST_DIR=DIR`` every
+finished run is kept in DIR (``<name>/result.json`` records its overrides) and a later command reuses it
+instead of running it again, as long as its overrides are unchanged.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.staleness import odd_count_reward
@@ -74,12 +80,38 @@ def run_specs(checkpoints: Path) -> dict[str, CPURun]:
 
 
 class GPURuns:
-    """Runs each spec once, on first use, and keeps the result (a failed run raises with its log's path)."""
+    """Runs each spec once, on first use, and keeps the result (a failed run raises with its log's path);
+    a finished run recorded in ``base_dir`` by an earlier command, with the same overrides, is reused."""
 
     def __init__(self, base_dir: Path, assets_dir: Path):
         self.base_dir, self.assets_dir = Path(base_dir), Path(assets_dir)
         self.specs = run_specs(self.base_dir / "delayed_3_1_checkpoints")
         self._results: dict[str, CPURunResult] = {}
+
+    def _record_path(self, name: str) -> Path:
+        from verl_ext.gpu.launch import run_paths
+
+        return run_paths(self.base_dir, self.specs[name])["run_dir"] / "result.json"
+
+    def _overrides(self, name: str) -> list[str]:
+        from verl_ext.gpu.launch import gpu_run_overrides
+
+        return gpu_run_overrides(self.specs[name], self.base_dir, self.assets_dir)
+
+    def _recorded(self, name: str) -> CPURunResult | None:
+        path = self._record_path(name)
+        if not path.is_file():
+            return None
+        record = json.loads(path.read_text())
+        if record["overrides"] != self._overrides(name):
+            return None
+        from verl_ext.gpu.launch import run_paths
+
+        paths = run_paths(self.base_dir, self.specs[name])
+        print(f"\n[gpu run] {name}: reusing the run recorded in {path}")
+        return CPURunResult(run=self.specs[name], run_dir=paths["run_dir"], metrics_path=paths["metrics"],
+                            events_path=paths["run_dir"] / "no_event_log", checkpoint_dir=paths["checkpoints"],
+                            log_path=paths["log"], wall_seconds=record["wall_seconds"])
 
     def __getitem__(self, name: str) -> CPURunResult:
         if name not in self._results:
@@ -87,8 +119,16 @@ class GPURuns:
 
             if name == "resumed_3_1":
                 self["delayed_3_1"]  # noqa: B018 -- the checkpoint it resumes from
-            result = run_gpu_main_ppo(self.specs[name], self.base_dir, self.assets_dir, timeout=RUN_TIMEOUT_SECONDS)
-            print(f"\n[gpu run] {name}: {result.wall_seconds:.0f} s wall, exit {result.measurements.returncode}, "
-                  f"log {result.log_path}")
-            self._results[name] = result.raise_for_error()
+            result = self._recorded(name)
+            if result is None:
+                result = run_gpu_main_ppo(self.specs[name], self.base_dir, self.assets_dir, timeout=RUN_TIMEOUT_SECONDS)
+                print(f"\n[gpu run] {name}: {result.wall_seconds:.0f} s wall, exit {result.measurements.returncode}, "
+                      f"log {result.log_path}")
+                result.raise_for_error()
+                self._record_path(name).write_text(json.dumps(
+                    {"overrides": self._overrides(name), "wall_seconds": result.wall_seconds,
+                     "startup_seconds": result.measurements.startup_seconds(
+                         next((r["timing_s/step"] for r in result.steps if "timing_s/step" in r), None)),
+                     "peak_gpu_mib": result.peak_gpu_mib}, indent=1) + "\n")
+            self._results[name] = result
         return self._results[name]

@@ -1,0 +1,28 @@
+"""The GPU tests' run cache, on CPU: a run recorded by an earlier command (VERL_EXT_GPU_TEST_DIR) is reused
+only while its overrides are unchanged. (The runs themselves need a GPU: tests/gpu/test_main_ppo_gpu.py.)"""
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.gpu.gpu_runs import GPURuns
+from verl_ext.cpu.run_metrics import read_step_metrics
+from verl_ext.gpu.launch import gpu_run_overrides, run_paths
+
+RUN = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "gpu_smoke" / "cpu_backend_delayed_sync_3_1.jsonl"
+
+
+def record_run(runs: GPURuns, name: str, overrides: list[str]) -> None:
+    paths = run_paths(runs.base_dir, runs.specs[name])
+    paths["run_dir"].mkdir(parents=True)
+    shutil.copy(RUN, paths["metrics"])
+    (paths["run_dir"] / "result.json").write_text(json.dumps({"overrides": overrides, "wall_seconds": 1.0}))
+
+
+def test_a_recorded_run_is_reused_while_its_overrides_are_unchanged(tmp_path):
+    runs = GPURuns(tmp_path, tmp_path / "assets")
+    record_run(runs, "red_weight", gpu_run_overrides(runs.specs["red_weight"], runs.base_dir, runs.assets_dir))
+    assert runs["red_weight"].steps == read_step_metrics(RUN)
+    changed = GPURuns(tmp_path, tmp_path / "other-assets")  # another model path: the record does not match
+    assert changed._recorded("red_weight") is None
+    assert GPURuns(tmp_path / "empty", tmp_path / "assets")._recorded("red_weight") is None
