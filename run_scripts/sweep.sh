@@ -11,19 +11,33 @@
 VERL_EXT_SCRIPT="run_scripts/sweep.sh" VERL_EXT_SCRIPT_ARGS="$*"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-[ $# -ge 1 ] || verl_ext_die "usage: sweep.sh PROFILE --algorithms A,B --settings S1,S2 [--learning-rates LR1,LR2] [--project NAME] [overrides...]"
+usage="usage: sweep.sh PROFILE --algorithms A,B --settings S1,S2 [--learning-rates LR1,LR2] [--project NAME] [overrides...]"
+[ $# -ge 1 ] || verl_ext_die "$usage"
 profile="$1"
 shift
 algorithms="" settings="" rates="" project=""
 overrides=()
+# Every branch shifts at least once, so the loop ends; an option without its value is an error.
 while [ $# -gt 0 ]; do
-  case "$1" in
-    --algorithms) algorithms="${2:-}"; shift 2 ;;
-    --settings) settings="${2:-}"; shift 2 ;;
-    --learning-rates) rates="${2:-}"; shift 2 ;;
-    --project) project="${2:-}"; shift 2 ;;
-    --*) verl_ext_die "sweep.sh: unknown option $1" ;;
-    *) overrides+=("$1"); shift ;;
+  option="$1" value=""
+  case "$option" in
+    --algorithms=*|--settings=*|--learning-rates=*|--project=*) value="${option#*=}" option="${option%%=*}"; shift ;;
+    --algorithms|--settings|--learning-rates|--project)
+      case "${2-}" in
+        ''|-*) verl_ext_die "sweep.sh: option $option needs a value. $usage" ;;
+      esac
+      value="$2"
+      shift 2
+      ;;
+    --*) verl_ext_die "sweep.sh: unknown option $option (allowed: --algorithms, --settings, --learning-rates, --project)" ;;
+    *) overrides+=("$option"); shift; continue ;;
+  esac
+  [ -n "$value" ] || verl_ext_die "sweep.sh: option $option needs a value. $usage"
+  case "$option" in
+    --algorithms) algorithms="$value" ;;
+    --settings) settings="$value" ;;
+    --learning-rates) rates="$value" ;;
+    --project) project="$value" ;;
   esac
 done
 [ -n "$algorithms" ] || verl_ext_die "sweep.sh: --algorithms is required"

@@ -12,18 +12,16 @@ them into this node by interpolation (the "mirror" fields below); they are read-
 set by hand. When a mirror is missing (a config built without the recipe), its check is skipped.
 """
 
+import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from verl.workers.config import PolicyLossConfig
 
 from verl_ext.catalog import POLICY_LOSSES, policy_loss_spec
+from verl_ext.config_values import ConfigError, is_finite_number, reject
 
 OFFPOLICY_GRPO_MIN_IS_THRESHOLD = 100.0
-
-
-class ConfigError(ValueError):
-    """A verl-ext configuration value is out of range or inconsistent with another one."""
 
 
 @dataclass
@@ -80,6 +78,7 @@ def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
             f"Allowed: {sorted(ADV_ESTIMATOR_REGISTRY)}"
         )
 
+    _check_numbers(config)
     if config.reg_coef < 0:
         raise ConfigError(f"{_key('reg_coef')}={config.reg_coef} must be >= 0 (beta of OPMD/AsymRE; paper: 0.1)")
     if not config.weight_temperature > 0:
@@ -136,6 +135,46 @@ def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
         )
 
 
+# Every number verl-ext reads from this node, with what it accepts. Type and finiteness are checked first for
+# all of them, whatever the loss: nan passes no comparison, so a range check alone lets it through. None is
+# allowed only for the mirrors (a config built without the recipe).
+NUMBER_KEYS = (
+    ("outer_clip_ratio_low", _key("outer_clip_ratio_low"), "a finite number in [0, 1] (epsilon'_low of REC-Ring)"),
+    ("outer_clip_ratio_high", _key("outer_clip_ratio_high"), "a finite number >= 0 (epsilon'_high of REC-Ring)"),
+    ("reg_coef", _key("reg_coef"), "a finite number >= 0 (beta of OPMD/AsymRE; paper: 0.1)"),
+    ("weight_temperature", _key("weight_temperature"), "a finite number > 0 (T of RED-Weight; paper: 1.0)"),
+    ("clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_low", "a finite number in [0, 1] (epsilon_low)"),
+    ("clip_ratio_high", "actor_rollout_ref.actor.clip_ratio_high", "a finite number >= 0 (epsilon_high)"),
+)
+MIRRORED_NUMBERS = ("clip_ratio_low", "clip_ratio_high")
+# The switches verl-ext's checks read (mirrors): a string or a number there would be read as "true".
+MIRRORED_SWITCHES = (
+    ("bypass_mode", "algorithm.rollout_correction.bypass_mode"),
+    ("rollout_is_batch_normalize", "algorithm.rollout_correction.rollout_is_batch_normalize"),
+    ("use_v1", "trainer.use_v1"),
+)
+
+
+def _check_numbers(config: RECPolicyLossConfig) -> None:
+    for name, key, allowed in NUMBER_KEYS:
+        value = getattr(config, name)
+        if value is None and name in MIRRORED_NUMBERS:
+            continue
+        if not is_finite_number(value):
+            reject(key, value, allowed)
+    for name, key in MIRRORED_SWITCHES:
+        value = getattr(config, name)
+        if value is not None and not isinstance(value, bool):
+            reject(key, value, "true or false")
+    threshold = config.rollout_is_threshold
+    if isinstance(threshold, (int, float)) and not is_finite_number(threshold):
+        reject(
+            "algorithm.rollout_correction.rollout_is_threshold",
+            threshold,
+            "a finite number (e.g. 2.0; 1e6 for offpolicy_grpo) or null",
+        )
+
+
 def _check_offpolicy_grpo_sources(config: RECPolicyLossConfig) -> None:
     """offpolicy_grpo needs pi_k (old_log_prob recomputed by the actor) and r' = pi_k / alpha (token IS weights)."""
     needed = (
@@ -155,7 +194,7 @@ def _check_offpolicy_grpo_sources(config: RECPolicyLossConfig) -> None:
         upper = float(threshold)
     except (TypeError, ValueError):
         raise ConfigError(f"algorithm.rollout_correction.rollout_is_threshold={threshold!r} (a band). {needed}") from None
-    if upper < OFFPOLICY_GRPO_MIN_IS_THRESHOLD:
+    if not math.isfinite(upper) or upper < OFFPOLICY_GRPO_MIN_IS_THRESHOLD:
         raise ConfigError(f"algorithm.rollout_correction.rollout_is_threshold={threshold!r} truncates r'. {needed}")
     if config.rollout_is_batch_normalize:
         raise ConfigError(f"algorithm.rollout_correction.rollout_is_batch_normalize=true rescales r'. {needed}")

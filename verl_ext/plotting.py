@@ -120,6 +120,9 @@ def read_metrics_file(path: Path, into: Optional[dict[str, dict[int, float]]] = 
                 skipped += 1
                 continue
             raise MetricsFileError(f"{path}, line {number}: not JSON ({error.msg})") from None
+        except (RecursionError, ValueError) as error:  # nested too deeply; an integer of thousands of digits
+            reason = "nested too deeply" if isinstance(error, RecursionError) else error
+            raise MetricsFileError(f"{path}, line {number}: not a file-logger record ({reason})") from None
         if not isinstance(record, dict) or "step" not in record or "data" not in record:
             raise MetricsFileError(f"{path}, line {number}: expected verl's file-logger record {{\"step\": ..., \"data\": {{...}}}}")
         step, data = record["step"], record["data"]
@@ -130,7 +133,10 @@ def read_metrics_file(path: Path, into: Optional[dict[str, dict[int, float]]] = 
         for key, value in data.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue  # strings, lists, and NaN (written as null)
-            metrics.setdefault(key, {})[step] = float(value)
+            try:
+                metrics.setdefault(key, {})[step] = float(value)
+            except OverflowError:
+                raise MetricsFileError(f"{path}, line {number}, field 'data.{key}': a number too large for a float") from None
     return metrics, skipped
 
 
@@ -279,6 +285,8 @@ def plot_main(argv: Optional[Sequence[str]] = None) -> int:
     panels = [name.strip() for name in args.panels.split(",") if name.strip()]
     if args.window < 1:
         parser.error(f"--window must be >= 1, got {args.window}")
+    if not panels:
+        parser.error(f"--panels: name at least one of {', '.join(PANELS)}")
     try:
         figures = collect_inputs(args.paths, args.name)
         args.out.mkdir(parents=True, exist_ok=True)
@@ -300,8 +308,8 @@ def plot_main(argv: Optional[Sequence[str]] = None) -> int:
                 if run.skipped_lines:
                     note += f"; skipped {run.skipped_lines} unreadable last line(s)"
                 print(note)
-    except (MetricsFileError, FileNotFoundError, ValueError) as error:
-        print(f"verl-ext plot: {error}", file=sys.stderr)
+    except (MetricsFileError, OSError, ValueError) as error:  # OSError: --out is a file, no permission, ...
+        print(f"verl-ext plot: error: {error}", file=sys.stderr)
         return 2
     return 0
 

@@ -10,11 +10,12 @@
 For each run it does what ``main_ppo`` does in the driver before Ray starts, and what the trainer does first:
 
 1. compose the config with Hydra from the same config directory, config name and overrides;
-2. ``auto_set_device`` and verl's ``validate_config``, which also builds the actor config and so runs
-   verl-ext's loss checks (:mod:`verl_ext.config`);
+2. ``auto_set_device``, verl-ext's run checks and verl's ``validate_config``, which also builds the actor config
+   and so runs verl-ext's loss checks (:mod:`verl_ext.config`): exactly what ``main_ppo``'s driver runs before
+   Ray on the real path (:func:`verl_ext.run_checks.validate_run_config`: batch arithmetic, the
+   ``trainer.v1.delayed_sync`` block and its mode's requirements, ``algorithm.red_drop_seed``);
 3. resolve every interpolation (the TaskRunner resolves the whole config);
-4. look the trainer mode up in verl's registry and, for ``delayed_sync``, run its checks
-   (:func:`verl_ext.staleness.config.delayed_sync_config_from`);
+4. look the trainer mode up in verl's registry;
 5. load the custom reward function, as verl's reward workers will.
 
 Then it prints the settings that matter. Nothing needs a GPU, the model or the data files.
@@ -109,59 +110,29 @@ def compose(arguments: MainPPOArguments):
 def run_checks(config) -> tuple[dict, list[str]]:
     """The driver's and the trainer's first checks; raises on the first failure.
 
-    Returns the resolved config (a plain dict) and warnings about settings that differ from the papers'.
+    The config checks are :func:`verl_ext.run_checks.validate_run_config`, the very function pair that
+    ``main_ppo``'s driver runs before Ray on the real path; then what verl looks up later (the trainer mode,
+    the custom reward function). Returns the resolved config (a plain dict) and warnings about settings
+    that differ from the papers'.
     """
     from omegaconf import OmegaConf
-    from verl.trainer.main_ppo import need_critic, need_reference_policy
     from verl.trainer.ppo.reward import get_custom_reward_fn
-    from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
+
+    from verl_ext.run_checks import validate_run_config
 
     auto_set_device(config)
     with contextlib.redirect_stdout(io.StringIO()):  # validate_config prints progress lines
-        validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+        validate_run_config(config)
     resolved = OmegaConf.to_container(config, resolve=True)
 
     trainer = resolved["trainer"]
     if trainer.get("use_v1", True):
         from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
 
-        mode = trainer["v1"]["trainer_mode"]
-        get_trainer_cls(mode)
-        if mode == "delayed_sync":
-            from verl_ext.staleness.config import delayed_sync_config_from
-
-            delayed_sync_config_from(config)
-    delayed_sync = trainer.get("use_v1", True) and trainer["v1"]["trainer_mode"] == "delayed_sync"
-    if OmegaConf.select(config, "trainer.v1.delayed_sync.zero_variance_masking", default=False) and not delayed_sync:
-        raise ValueError(
-            "trainer.v1.delayed_sync.zero_variance_masking=true does nothing outside trainer.v1.trainer_mode=delayed_sync "
-            f"(trainer.use_v1={trainer.get('use_v1', True)}, trainer_mode={trainer['v1']['trainer_mode']}): use "
-            "delayed_sync, or verl's own algorithm.filter_groups.enable=true (which draws new prompts to refill)"
-        )
+        get_trainer_cls(trainer["v1"]["trainer_mode"])
     get_custom_reward_fn(config)
-    check_batch_arithmetic(resolved)
     return resolved, warnings_for(resolved)
-
-
-def check_batch_arithmetic(resolved: dict) -> None:
-    """What verl skips with ``use_dynamic_bsz`` but a step needs: whole mini-batches, responses split evenly
-    over the data-parallel ranks."""
-    data, actor = resolved["data"], resolved["actor_rollout_ref"]["actor"]
-    prompts, mini_batch = data["train_batch_size"], actor["ppo_mini_batch_size"]
-    if prompts % mini_batch:
-        raise ValueError(
-            f"data.train_batch_size={prompts} is not a multiple of actor_rollout_ref.actor.ppo_mini_batch_size="
-            f"{mini_batch}: the last mini-batch would be partial (the papers take one step per batch: make them equal)"
-        )
-    responses = prompts * resolved["actor_rollout_ref"]["rollout"]["n"]
-    ranks = resolved["trainer"]["nnodes"] * resolved["trainer"]["n_gpus_per_node"]
-    if responses % ranks:
-        raise ValueError(
-            f"{responses} responses per step (data.train_batch_size={prompts} x actor_rollout_ref.rollout.n="
-            f"{resolved['actor_rollout_ref']['rollout']['n']}) do not split evenly over trainer.nnodes x "
-            f"trainer.n_gpus_per_node = {ranks} GPUs"
-        )
 
 
 def warnings_for(resolved: dict) -> list[str]:
@@ -354,10 +325,10 @@ def _staleness_line(s: dict[str, Any]) -> str:
         f"{_short(k)}={s[k]}" for k in SUMMARY_KEYS["staleness"][1:]
     )
     steps = s["trainer.total_training_steps"]
-    if isinstance(steps, int) and steps > 0:
-        lags = [row.lag for row in schedule.preview(steps)]
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+        smallest, largest = schedule.lag_range(steps)  # closed forms: any number of steps, constant time
         text += (
-            f"; over {steps} steps: lag {min(lags)}..{max(lags)}, {schedule.sync_count(steps)} weight pushes, "
+            f"; over {steps} steps: lag {smallest}..{largest}, {schedule.sync_count(steps)} weight pushes, "
             f"at most {schedule.pending_batches_peak(steps)} generated batches waiting"
         )
     return text
@@ -439,17 +410,24 @@ def preflight_many(runs: Sequence[tuple[str, Sequence[str]]], report=None) -> li
 def read_queue(path: Path) -> list[tuple[str, list[str]]]:
     """The runs queued by run_scripts/lib/common.sh: one JSON object per line with ``name`` and ``argv``."""
     runs = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error})") from None
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
             name, argv = record["name"], record["argv"]
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
-            raise ValueError(f"{path}, line {number}: not a queued run ({error})") from None
+        except (json.JSONDecodeError, KeyError, TypeError, IndexError, RecursionError) as error:
+            reason = "nested too deeply" if isinstance(error, RecursionError) else error
+            raise ValueError(f"{path}, line {number}: not a queued run ({reason})") from None
         if not isinstance(name, str) or not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             raise ValueError(f"{path}, line {number}: field 'name' must be a string and 'argv' a list of strings")
         runs.append((name, argv))
+    if not runs:
+        raise ValueError(f"{path}: no queued runs")
     return runs
 
 
@@ -475,6 +453,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--queue", type=Path, help="file of queued runs (one JSON object per line)")
     parser.add_argument("--name", default="run", help="name of the run given after --")
     parser.add_argument("--json", action="store_true", help="last line printed: a JSON list with each run's result")
+    parser.add_argument("--quiet", action="store_true", help="print only the failures and the final count (the run "
+                        "scripts check every run this way before preparing data)")
     args = parser.parse_args(argv)
     if args.queue is not None:
         if main_ppo_argv:
@@ -482,13 +462,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             runs = read_queue(args.queue)
         except (OSError, ValueError) as error:
-            print(f"preflight: {error}", file=sys.stderr)
-            return 2
+            parser.error(str(error))
     elif main_ppo_argv:
         runs = [(args.name, main_ppo_argv)]
     else:
         parser.error("nothing to check: pass --queue FILE or main_ppo's arguments after --")
-    results = preflight_many(runs, report=lambda result: print(format_result(result), flush=True))
+    def report(result: PreflightResult) -> None:
+        if not (args.quiet and result.ok):
+            print(format_result(result), flush=True)
+
+    results = preflight_many(runs, report=report)
     failed = [result.name for result in results if not result.ok]
     print(f"\npreflight: {len(results) - len(failed)} of {len(results)} run configuration(s) passed"
           + (f"; failed: {', '.join(failed)}" if failed else ""))

@@ -187,7 +187,8 @@ def test_zero_variance_masking_outside_delayed_sync_fails_the_dry_run(tmp_path):
     (name, argv), = queued_runs("run.sh", tmp_path, "gsm8k", "offpolicy_grpo", "trainer.v1.trainer_mode=sync",
                                 ZERO_VARIANCE_MASKING="1")
     result = preflight.preflight(name, argv)
-    assert not result.ok and "zero_variance_masking=true does nothing outside trainer.v1.trainer_mode=delayed_sync" in result.error
+    assert not result.ok and ("zero_variance_masking=True is invalid: allowed values are false outside "
+                              "trainer.v1.trainer_mode=delayed_sync") in result.error
     (name, argv), = queued_runs("run.sh", tmp_path, "gsm8k", "offpolicy_grpo", ZERO_VARIANCE_MASKING="1")
     result = preflight.preflight(name, argv)
     assert result.ok, result.error

@@ -97,9 +97,11 @@ if [ "$2" = data_prep.math ]; then mkdir -p "$4"; touch "$4/train.parquet" "$4/t
     assert result.returncode == 0, result.stderr
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     data_dir = tmp_path / "data" / "math"
-    assert calls[0]["argv"] == ["-m", "data_prep.math", "--local_save_dir", str(data_dir), "--local_dataset_path", "/raw/math"]
-    assert [call["argv"][:2] for call in calls[1:]] == [["-m", "verl.trainer.main_ppo"]] * 2  # data prepared once
-    for call, label in zip(calls[1:], ("red_weight", "grpo")):
+    # every cell's configuration is checked first, in one process, before any data work
+    assert calls[0]["argv"][:4] == ["-m", "verl_ext.preflight", "--quiet", "--queue"]
+    assert calls[1]["argv"] == ["-m", "data_prep.math", "--local_save_dir", str(data_dir), "--local_dataset_path", "/raw/math"]
+    assert [call["argv"][:2] for call in calls[2:]] == [["-m", "verl.trainer.main_ppo"]] * 2  # data prepared once
+    for call, label in zip(calls[2:], ("red_weight", "grpo")):
         argv = call["argv"][2:]
         assert argv[:2] == [f"--config-path={REPO}/recipe/rec/config", "--config-name=rec_trainer"]
         assert override_value(argv, "data.val_files") == f"{data_dir}/math500.parquet"

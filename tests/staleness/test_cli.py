@@ -29,7 +29,7 @@ def test_json_rows_are_the_schedule(capsys, m, n):
 
 
 def test_offline_flag(capsys):
-    rows = run_json(capsys, "--sync-interval", "3", "--steps", "6", "--offline")
+    rows = run_json(capsys, "--steps", "6", "--offline")
     assert [row["behaviour_version"] for row in rows] == [0] * 6
     assert [row["lag"] for row in rows] == list(range(6))
     assert not any(row["synced"] for row in rows)
@@ -53,10 +53,42 @@ def test_table_lists_every_step_and_the_push_count(capsys):
         ["--steps", "-3"],
         ["--sync-interval", "2"],
         ["--steps", "3", "--format", "yaml"],
+        # offline ignores both: giving one is a contradiction, not silently dropped
+        ["--steps", "3", "--offline", "--sync-interval", "3"],
+        ["--steps", "3", "--offline", "--sync-offset", "2"],
+        # JSON lists every row: capped, with the reason
+        ["--steps", "1000001", "--format", "json"],
+        ["--steps", "1e7"],
+        ["--steps", "nan"],
+        ["--sync-interval", "inf", "--steps", "3"],
     ],
 )
 def test_invalid_arguments_exit_with_usage_error(capsys, args):
     with pytest.raises(SystemExit) as exit_info:
         schedule_main(args)
     assert exit_info.value.code == 2
-    assert "usage:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "usage:" in err and "error:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("steps", [10**7, 10**30])
+def test_the_table_of_any_run_length_is_bounded(capsys, steps):
+    """verl-ext schedule --steps 10000000 once built every row (MemoryError at 1e9): the table shows the first
+    rows and the closed-form summary; time and memory do not grow with --steps."""
+    import time
+
+    from verl_ext.staleness.cli import TABLE_ROWS
+
+    started = time.perf_counter()
+    assert schedule_main(["--sync-interval", "20", "--sync-offset", "10", "--steps", str(steps)]) == 0
+    assert time.perf_counter() - started < 5
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps lines at the terminal's width
+    schedule = StalenessSchedule(20, 10)
+    assert f"steps {TABLE_ROWS}..{steps - 1} not shown" in out
+    assert f"{schedule.sync_count(steps)} weight pushes" in out and "lag 0..29" in out
+    assert "at most 30 generated batches" in out
+
+
+def test_json_streams_up_to_the_cap(capsys):
+    rows = run_json(capsys, "--sync-interval", "4", "--steps", "20000")
+    assert len(rows) == 20000 and rows[-1] == {"step": 19999, "behaviour_version": 19996, "lag": 3, "synced": True}

@@ -130,3 +130,28 @@ def test_zero_variance_masking_needs_groups_and_rewards_at_sampling_time(overrid
 def test_verls_group_filter_error_points_to_zero_variance_masking():
     with pytest.raises(ValueError, match="trainer.v1.delayed_sync.zero_variance_masking=true removes"):
         delayed_sync_config_from(compose_recipe(MODE, "algorithm.filter_groups.enable=true"))
+
+
+@pytest.mark.parametrize("mode", [MODE, "trainer.v1.trainer_mode=sync"])
+@pytest.mark.parametrize("override,key,allowed", [
+    ("trainer.v1.delayed_sync.sync_interval=20", "trainer.v1.delayed_sync.sync_interval=20", "1 (the default) with"),
+    ("trainer.v1.delayed_sync.sync_offset=4", "trainer.v1.delayed_sync.sync_offset=4", "0 (the default) with"),
+])
+def test_offline_with_a_delayed_schedule_is_a_contradiction_in_every_mode(mode, override, key, allowed):
+    """offline ignores sync_interval and sync_offset: rejected, not silently dropped (the dry run accepted it)."""
+    from verl_ext.config_values import ConfigError
+    from verl_ext.staleness.config import check_staleness_keys
+
+    config = compose_recipe(mode, "trainer.v1.delayed_sync.offline=true", override)
+    with pytest.raises(ConfigError) as error:
+        check_staleness_keys(config)
+    assert key in str(error.value) and f"allowed values are {allowed} trainer.v1.delayed_sync.offline=true" in str(error.value)
+
+
+def test_zero_variance_masking_outside_delayed_sync_is_rejected():
+    from verl_ext.config_values import ConfigError
+    from verl_ext.staleness.config import check_staleness_keys
+
+    with pytest.raises(ConfigError, match="zero_variance_masking=True is invalid: allowed values are false outside"):
+        check_staleness_keys(compose_recipe("trainer.v1.delayed_sync.zero_variance_masking=true"))
+    check_staleness_keys(compose_recipe(MODE, "trainer.v1.delayed_sync.zero_variance_masking=true"))

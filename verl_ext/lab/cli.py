@@ -30,20 +30,28 @@ from verl_ext.lab.warm_start import INITIAL_MODELS
 CUSTOM = "custom"
 
 
+# Bounds that keep planning (and a dry run) fast and the seeds valid for every generator verl seeds with them.
+MAX_SEEDS = 100_000
+MAX_SEED = 2**31 - 1
+
+
 def parse_seeds(text: str) -> list[int]:
     """``"3"`` -> [0, 1, 2] (a count); ``"0,4"`` or ``"5,"`` -> those seeds (a comma means a list)."""
+    shown = text if len(text) <= 40 else text[:40] + "..."
     try:
         if "," in text:
             seeds = [int(part) for part in text.split(",") if part.strip()]
         else:
             count = int(text)
-            if count < 1:
-                raise argparse.ArgumentTypeError(f"--seeds: a count must be >= 1, got {count}")
+            if not 1 <= count <= MAX_SEEDS:
+                raise argparse.ArgumentTypeError(f"--seeds: a count must be in 1..{MAX_SEEDS}, got {count}")
             seeds = list(range(count))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--seeds: a count (3) or a comma-separated list (0,4), got {text!r}") from None
-    if not seeds or any(seed < 0 for seed in seeds) or len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"--seeds: distinct seeds >= 0 expected, got {text!r}")
+        raise argparse.ArgumentTypeError(f"--seeds: a count (3) or a comma-separated list (0,4), got {shown!r}") from None
+    if len(seeds) > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"--seeds: at most {MAX_SEEDS} seeds, got {len(seeds)}")
+    if not seeds or any(not 0 <= seed <= MAX_SEED for seed in seeds) or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"--seeds: distinct seeds in 0..{MAX_SEED} expected, got {shown!r}")
     return seeds
 
 

@@ -2,13 +2,14 @@
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
 
 from rich.console import Console
 from rich.table import Table
 
 from verl_ext.argument_types import non_negative_int, positive_int
-from verl_ext.staleness.schedule import StalenessSchedule
+from verl_ext.staleness.schedule import MAX_PREVIEW_STEPS, StalenessSchedule
 
 
 def build_parser(prog: str = "verl-ext schedule") -> argparse.ArgumentParser:
@@ -27,23 +28,54 @@ def build_parser(prog: str = "verl-ext schedule") -> argparse.ArgumentParser:
     return parser
 
 
+# The table shows the first rows only: after the start-up the schedule repeats every sync_interval steps, and
+# a terminal table of a long run would take minutes and gigabytes to build.
+TABLE_ROWS = 60
+
+
 def schedule_main(argv: list[str] | None = None) -> int:
-    """Print the schedule; ``--format json`` prints a list of {step, behaviour_version, lag, synced}."""
-    args = build_parser().parse_args(argv)
-    schedule = StalenessSchedule(sync_interval=args.sync_interval, sync_offset=args.sync_offset, offline=args.offline)
-    rows = schedule.preview(args.steps)
+    """Print the schedule; ``--format json`` prints a list of {step, behaviour_version, lag, synced}.
+
+    Time and memory are bounded for any ``--steps``: the summary is computed in closed form, the table shows
+    the first :data:`TABLE_ROWS` steps, and JSON streams at most ``MAX_PREVIEW_STEPS`` rows (more is an error).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        schedule = StalenessSchedule(sync_interval=args.sync_interval, sync_offset=args.sync_offset, offline=args.offline)
+    except ValueError as error:
+        parser.error(str(error))
     if args.format == "json":
-        print(json.dumps([asdict(row) for row in rows]))
+        if args.steps > MAX_PREVIEW_STEPS:
+            parser.error(
+                f"--steps {args.steps}: the JSON preview lists at most {MAX_PREVIEW_STEPS} steps (the schedule repeats "
+                "every sync_interval steps after its start-up; the table format summarises a run of any length)"
+            )
+        write = sys.stdout.write
+        write("[")
+        for row in schedule.rows(0, args.steps):
+            write(("" if row.step == 0 else ", ") + json.dumps(asdict(row)))
+        write("]\n")
         return 0
     title = "offline" if args.offline else f"sync_interval={args.sync_interval}, sync_offset={args.sync_offset}"
     table = Table("step", "behaviour_version", "lag", "synced", title=title)
-    for row in rows:
+    shown = min(args.steps, TABLE_ROWS)
+    for row in schedule.rows(0, shown):
         table.add_row(str(row.step), str(row.behaviour_version), str(row.lag), "yes" if row.synced else "")
     console = Console()
     console.print(table)
+    if shown < args.steps:
+        console.print(
+            f"steps {shown}..{args.steps - 1} not shown: "
+            + ("offline, the lag grows by one per step" if args.offline else
+               f"after the first {schedule.startup_steps()} steps the lags repeat every {args.sync_interval} step(s)")
+            + " (--format json lists every step)."
+        )
+    smallest, largest = schedule.lag_range(args.steps)
     console.print(
         f"{schedule.sync_count(args.steps)} weight pushes after training steps (plus the initial load); "
-        f"at most {schedule.pending_batches_peak(args.steps)} generated batches wait in host memory."
+        f"lag {smallest}..{largest}; at most {schedule.pending_batches_peak(args.steps)} generated batches wait in "
+        "host memory."
     )
     return 0
 

@@ -23,6 +23,10 @@ Offline (the paper's stress test): weights are never pushed after the start, v(l
 """
 
 from dataclasses import dataclass
+from typing import Iterator
+
+# The most rows a preview materialises as a list (about 100 MB of row objects).
+MAX_PREVIEW_STEPS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,11 @@ class StalenessSchedule:
             raise ValueError(f"sync_offset must be an integer >= 0, got {self.sync_offset!r}")
         if not isinstance(self.offline, bool):
             raise ValueError(f"offline must be true or false, got {self.offline!r}")
+        if self.offline and (self.sync_interval, self.sync_offset) != (1, 0):
+            raise ValueError(
+                f"offline never pushes weights after the start, so sync_interval={self.sync_interval} and "
+                f"sync_offset={self.sync_offset} would be ignored: leave them at 1 and 0 with offline"
+            )
 
     def behaviour_version(self, step: int) -> int:
         """v(l) = max(0, m * floor(l / m) - n); 0 when offline."""
@@ -90,39 +99,89 @@ class StalenessSchedule:
         first = version + n
         return range(min(first, total_steps), min(first + m, total_steps))
 
+    def startup_steps(self) -> int:
+        """How many first steps the initial model generates: m * (floor(n / m) + 1) (unbounded offline)."""
+        return self.sync_interval * (self.sync_offset // self.sync_interval + 1)
+
     def sync_count(self, total_steps: int) -> int:
-        """Number of weight pushes after training steps 0..total_steps-1 (the initial load not counted)."""
-        return sum(self.synced_after(step) for step in range(total_steps))
+        """Number of weight pushes after training steps 0..total_steps-1 (the initial load not counted).
+
+        The steps s with (s + 1 + n) mod m == 0, i.e. the multiples of m in [n + 1, n + T]; O(1) for any T.
+        """
+        _check_total(total_steps)
+        if self.offline:
+            return 0
+        m, n = self.sync_interval, self.sync_offset
+        return (total_steps + n) // m - n // m
+
+    def lag_range(self, total_steps: int) -> tuple[int, int]:
+        """(smallest, largest) lag over steps 0..total_steps-1, in O(1); (0, 0) for no steps.
+
+        Step 0 has lag 0. The start-up steps l < S have lag l; later ones (l mod m) + n, and S is a multiple
+        of m, so the steady lags over [S, T) are n + 0 .. n + min(m - 1, T - S - 1).
+        """
+        _check_total(total_steps)
+        if total_steps == 0:
+            return 0, 0
+        if self.offline:
+            return 0, total_steps - 1
+        startup = self.startup_steps()
+        largest = min(startup, total_steps) - 1
+        if total_steps > startup:
+            largest = max(largest, self.sync_offset + min(self.sync_interval - 1, total_steps - startup - 1))
+        return 0, largest
 
     def pending_batches_peak(self, total_steps: int) -> int:
-        """Most batches generated but not yet consumed at any moment of a run of ``total_steps`` steps.
+        """Most batches generated but not yet consumed at any moment of a run of ``total_steps`` steps, in O(1).
 
         Batches are generated right after the push of their behaviour version (version 0: before step 0)
-        and consumed at their step, so after the push following step s the pending ones are the steps
-        l > s with v(l) <= s + 1. This is what the trainer keeps in host memory (TransferQueue).
+        and consumed at their step, so once version p (0 <= p < T) is the newest the pending ones are the
+        steps l >= p with v(l) <= p: E(p) - p of them, where E(p) = min(T, m * (floor((p + n) / m) + 1)) is the
+        end of the generated prefix (v is non-decreasing). E(p) - p drops by one per step between the
+        multiples of m of p + n and jumps at each, so the peak is at p = 0 or at the first p with
+        (p + n) mod m == 0. This is what the trainer keeps in host memory (TransferQueue).
         """
-        peak = 0
-        generated_end = 0  # v is non-decreasing in l, so the generated steps are always a prefix [0, end)
-        for after_step in range(-1, total_steps - 1):
-            newest_version = after_step + 1
-            while generated_end < total_steps and self.behaviour_version(generated_end) <= newest_version:
-                generated_end += 1
-            peak = max(peak, generated_end - (after_step + 1))
-        return peak
+        _check_total(total_steps)
+        if total_steps == 0:
+            return 0
+        if self.offline:
+            return total_steps
+        m, n = self.sync_interval, self.sync_offset
 
-    def preview(self, total_steps: int) -> list[ScheduledStep]:
-        """The first ``total_steps`` rows of the schedule (the paper's Figure 6 as a table)."""
-        if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 0:
-            raise ValueError(f"the number of steps must be an integer >= 0, got {total_steps!r}")
-        return [
-            ScheduledStep(
+        def pending(p: int) -> int:
+            return min(total_steps, m * ((p + n) // m + 1)) - p
+
+        first_push_aligned = (-n) % m
+        candidates = [0] + ([first_push_aligned] if first_push_aligned < total_steps else [])
+        return max(pending(p) for p in candidates)
+
+    def rows(self, start: int = 0, stop: int = 0) -> Iterator[ScheduledStep]:
+        """The schedule's rows for steps start..stop-1, one at a time (constant memory for any range)."""
+        _check_total(start)
+        _check_total(stop)
+        for step in range(start, stop):
+            yield ScheduledStep(
                 step=step,
                 behaviour_version=self.behaviour_version(step),
                 lag=self.lag(step),
                 synced=self.synced_after(step),
             )
-            for step in range(total_steps)
-        ]
+
+    def preview(self, total_steps: int) -> list[ScheduledStep]:
+        """The first ``total_steps`` rows of the schedule (the paper's Figure 6 as a table), at most
+        :data:`MAX_PREVIEW_STEPS` (a list of every row of a long run does not fit in memory: use :meth:`rows`)."""
+        _check_total(total_steps)
+        if total_steps > MAX_PREVIEW_STEPS:
+            raise ValueError(
+                f"a preview lists at most {MAX_PREVIEW_STEPS} steps, got {total_steps}: the schedule repeats every "
+                f"sync_interval steps after the first {self.startup_steps() if not self.offline else 1}"
+            )
+        return list(self.rows(0, total_steps))
+
+
+def _check_total(total_steps: int) -> None:
+    if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 0:
+        raise ValueError(f"the number of steps must be an integer >= 0, got {total_steps!r}")
 
 
 def _check_step(step: int) -> None:

@@ -1,0 +1,114 @@
+"""verl-ext's checks of a whole ``main_ppo`` config, run in the driver before Ray, data or any worker starts.
+
+One function, :func:`check_run_config`, owns the checks that verl's ``validate_config`` does not run for us:
+the batch arithmetic, the ``trainer.v1.delayed_sync`` block (in every trainer mode), and
+``algorithm.red_drop_seed``. The policy-loss keys are checked when verl builds the actor config
+(:mod:`verl_ext.config`, from inside ``validate_config``).
+
+Two callers, the same errors:
+
+- the real path: verl's ``main_ppo`` driver calls ``verl.utils.config.validate_config`` right after
+  composing the config and before ``ray.init``. :func:`install_driver_checks` (run by the ``verl.plugins``
+  entry point on ``import verl``, before ``main_ppo`` binds the name) wraps that function so that
+  :func:`check_run_config` runs first: a bad value fails before verl divides by it, and before Ray starts;
+- the dry run (:mod:`verl_ext.preflight`), which calls :func:`validate_run_config`, the same pair.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from verl_ext.config_values import reject, require_int
+
+# Batch sizes and counts a step divides by: each must be an integer >= 1 before any arithmetic.
+BATCH_KEYS = (
+    "data.train_batch_size",
+    "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "actor_rollout_ref.actor.ppo_epochs",
+    "actor_rollout_ref.rollout.n",
+    "trainer.nnodes",
+    "trainer.n_gpus_per_node",
+)
+
+RED_DROP_SEED = "algorithm.red_drop_seed"
+
+
+def check_run_config(config) -> None:
+    """Raise :class:`verl_ext.config_values.ConfigError` on the first bad verl-ext setting, naming the key."""
+    from verl_ext.config import check_mirrors
+    from verl_ext.staleness.config import check_staleness_keys
+
+    check_mirrors(config)  # a hand-set copy of actor.clip_ratio_low & co. would change nothing
+    check_batch_arithmetic(config)
+    check_staleness_keys(config)
+    seed = OmegaConf.select(config, RED_DROP_SEED, default=None)
+    if seed is not None:
+        require_int(RED_DROP_SEED, seed, 0, "RED-Drop seeds its generator with it (null: the default seed 1).")
+
+
+def _value(config, key: str) -> Any:
+    return OmegaConf.select(config, key, default=None)
+
+
+def check_batch_arithmetic(config) -> None:
+    """What verl skips with ``use_dynamic_bsz`` but a step needs: counts >= 1, whole mini-batches, responses
+    split evenly over the data-parallel ranks."""
+    sizes = {key: require_int(key, _value(config, key), 1) for key in BATCH_KEYS}
+    prompts = sizes["data.train_batch_size"]
+    mini_batch = sizes["actor_rollout_ref.actor.ppo_mini_batch_size"]
+    if prompts % mini_batch:
+        reject(
+            "data.train_batch_size",
+            prompts,
+            f"a multiple of actor_rollout_ref.actor.ppo_mini_batch_size={mini_batch}",
+            "Otherwise the last mini-batch would be partial (the papers take one step per batch: make them equal).",
+        )
+    group = sizes["actor_rollout_ref.rollout.n"]
+    ranks = sizes["trainer.nnodes"] * sizes["trainer.n_gpus_per_node"]
+    if (prompts * group) % ranks:
+        reject(
+            "data.train_batch_size",
+            prompts,
+            f"a number whose responses per step (x actor_rollout_ref.rollout.n={group} = {prompts * group}) split "
+            f"evenly over trainer.nnodes x trainer.n_gpus_per_node = {ranks} GPUs",
+        )
+
+
+def validate_run_config(config) -> None:
+    """What the driver checks before Ray: :func:`check_run_config`, then verl's own ``validate_config`` (which
+    builds the actor config and so runs verl-ext's policy-loss checks)."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils import config as verl_config
+
+    validate = verl_config.validate_config
+    if getattr(validate, VERL_EXT_HOOK, False):  # verl's own function, behind the wrapper
+        validate = validate.__wrapped__
+    check_run_config(config)
+    validate(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+
+
+VERL_EXT_HOOK = "_verl_ext_run_checks"
+
+
+def install_driver_checks() -> None:
+    """Make ``verl.utils.config.validate_config`` run :func:`check_run_config` first (idempotent).
+
+    ``main_ppo`` imports the function by name when it is first imported, which is after ``import verl`` has
+    loaded the plugins; so the driver of ``python -m verl.trainer.main_ppo`` calls the wrapper.
+    """
+    from verl.utils import config as verl_config
+
+    original = verl_config.validate_config
+    if getattr(original, VERL_EXT_HOOK, False):
+        return
+
+    @functools.wraps(original)
+    def validate_config(config, *args, **kwargs):
+        check_run_config(config)
+        return original(config, *args, **kwargs)
+
+    setattr(validate_config, VERL_EXT_HOOK, True)
+    verl_config.validate_config = validate_config
