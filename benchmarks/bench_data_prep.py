@@ -6,7 +6,8 @@
   GSM8k train+test (8,792 rows); MATH train (7,500, PRM800K schema) + the 200-row lighteval test sample
   + MATH-500.
 * Guru-Math and ToolACE are not available offline: their hand-made fixture rows are repeated to the real
-  datasets' sizes (Guru math file ~54,400 rows; ToolACE ~11,300 conversations) in a temporary folder.
+  datasets' sizes (Guru math file ~54,400 rows; ToolACE ~11,300 conversations) in a temporary folder,
+  each copy's first message marked with its copy number so that prompts stay distinct, as in real data.
 
 Each figure is the median wall time of ``--repeats`` in-process runs of the command's ``main`` (reading,
 converting, writing parquet; the progress bar goes to stderr), and rows/s counts raw rows read.
@@ -42,6 +43,16 @@ def timed_main(module, argv: list[str], repeats: int) -> float:
         if status != 0:
             raise SystemExit(f"{module.__name__} {' '.join(argv)} failed with status {status}")
     return statistics.median(times)
+
+
+def distinct(record: dict, copy: int, messages_key: str) -> dict:
+    """A copy of a fixture record whose first message says which copy it is: real data has (almost) no
+    repeated prompts, and the preprocessors keep rows sharing a prompt in one split."""
+    record = json.loads(json.dumps(record))
+    first = record[messages_key][0]
+    text_key = "content" if "content" in first else "value"
+    first[text_key] = f"{first[text_key]} (copy {copy})"
+    return record
 
 
 HEADLINE: dict[str, str] = {}
@@ -83,7 +94,8 @@ def main() -> None:
             print(f"skipped gsm8k and math: {args.shared} is absent (real data lives in the project's shared folder)")
 
         guru_rows = json.loads((FIXTURES / "guru" / "math_rows.json").read_text())
-        guru_rows = (guru_rows * (GURU_ROWS // len(guru_rows) + 1))[:GURU_ROWS]
+        guru_rows = [distinct(row, i, "prompt") for i, row in enumerate(guru_rows * (GURU_ROWS // len(guru_rows) + 1))]
+        guru_rows = guru_rows[:GURU_ROWS]
         guru_raw = scratch / "guru_raw"
         guru_raw.mkdir()
         pq.write_table(pa.Table.from_pylist(guru_rows), guru_raw / "math__combined_54.4k.parquet")
@@ -91,7 +103,8 @@ def main() -> None:
         report("guru (fixture rows repeated to 54,400)", GURU_ROWS, seconds)
 
         conversations = json.loads((FIXTURES / "toolace" / "data.json").read_text())
-        conversations = (conversations * (TOOLACE_CONVERSATIONS // len(conversations) + 1))[:TOOLACE_CONVERSATIONS]
+        conversations = conversations * (TOOLACE_CONVERSATIONS // len(conversations) + 1)
+        conversations = [distinct(c, i, "conversations") for i, c in enumerate(conversations)][:TOOLACE_CONVERSATIONS]
         toolace_raw = scratch / "toolace_raw"
         toolace_raw.mkdir()
         (toolace_raw / "data.json").write_text(json.dumps(conversations))

@@ -12,6 +12,10 @@ are exactly the ones of one run; readers check it (:mod:`data_prep.manifest`). A
 point (an exception, Ctrl-C, ``kill -9``) leaves the previous outputs and their manifest untouched; the
 hidden folder is removed (after ``kill -9``, by the next run). Ctrl-C and SIGTERM are held back during
 the few renames; only ``kill -9`` or a power cut in that instant can leave a folder without manifest.
+
+Nothing is fsync'ed: a process that dies leaves the page cache intact, and after a power cut any torn
+state (an empty file, a manifest from before) is caught by the manifest's sizes and SHA-256, so the
+folder is prepared again rather than trusted.
 """
 
 from __future__ import annotations
@@ -83,10 +87,8 @@ def replace_outputs(
                     f"the rows of '{name}' cannot be stored as parquet ({type(error).__name__}: {error}); "
                     "nothing written. Please report this with the input that caused it."
                 ) from None
-            _sync(path)
             files[path.name] = describe_file(path, len(rows))
         (partial / MANIFEST_NAME).write_text(_json(manifest(dataset, options, files, reports)), encoding="utf-8")
-        _sync(partial / MANIFEST_NAME)
         in_the_way = [name for name in (*files, MANIFEST_NAME) if (save_dir / name).is_dir()]
         if in_the_way:
             raise DataPrepError(f"{save_dir}: {in_the_way} are folders; outputs cannot replace them (nothing written)")
@@ -107,15 +109,12 @@ def _commit(partial: Path, save_dir: Path, names: list[str]) -> None:
     """Manifest out, files in, stale outputs of the previous manifest out, manifest in."""
     previous = read_manifest(save_dir) or {"files": {}}
     (save_dir / MANIFEST_NAME).unlink(missing_ok=True)
-    _sync_folder(save_dir)
     for name in names:
         os.replace(partial / name, save_dir / name)
     for name in previous["files"]:
         if name not in names and "/" not in name and name.endswith(".parquet"):
             (save_dir / name).unlink(missing_ok=True)
-    _sync_folder(save_dir)
     os.replace(partial / MANIFEST_NAME, save_dir / MANIFEST_NAME)
-    _sync_folder(save_dir)
 
 
 def _remove_abandoned_partials(save_dir: Path) -> None:
@@ -148,19 +147,6 @@ def _signals_held():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def _sync(path: Path) -> None:
-    with open(path, "rb") as handle:
-        os.fsync(handle.fileno())
-
-
-def _sync_folder(folder: Path) -> None:
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def _json(data: Any) -> str:

@@ -165,7 +165,7 @@ def make_converter(multi_turn: bool, strict: bool, reward_options: dict[str, Any
                     turn_report.filter(LATER_TURN)
                     continue
                 row = _sample(tools, turns, position, parsed, record, len(rows), single_turn, reward_options)
-                stored = storage_problem(row)
+                stored = _unstorable(row)
                 if stored is not None:
                     problem = (*stored, "")
             if problem is not None:
@@ -185,6 +185,15 @@ def make_converter(multi_turn: bool, strict: bool, reward_options: dict[str, Any
         return rows
 
     return convert
+
+
+def _unstorable(sample: dict[str, Any]) -> tuple[str, str] | None:
+    """Why parquet cannot store ``sample``, if it cannot. A sample holds text and small counters only, so a
+    lone surrogate (from a ``\\ud83d`` escape in the tool list or a call) is the one possible reason: one
+    C-speed test of the whole sample, and the walk naming the field only when it fails."""
+    if is_valid_unicode(json.dumps(sample, ensure_ascii=False)):
+        return None
+    return storage_problem(sample)
 
 
 def _sample(tools, turns, position, parsed, record, index, single_turn, reward_options) -> dict[str, Any]:
