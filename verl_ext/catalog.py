@@ -6,14 +6,16 @@ This table is the single source for the registration (:mod:`verl_ext.registratio
     algorithm.adv_estimator=<estimator>   actor_rollout_ref.actor.policy_loss.loss_mode=<loss>
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
 from verl_ext import losses
+from verl_ext.advantages import rec_advantages, red_drop_advantages
 from verl_ext.losses import LossTerms
+from verl_ext.losses.opmd import REGULARIZER_FORMS
 
 EPSILONS = ("actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_high")
 OUTER_MARGINS = (
@@ -21,6 +23,7 @@ OUTER_MARGINS = (
     "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high",
 )
 BETA = ("actor_rollout_ref.actor.policy_loss.reg_coef",)
+REG_FORM = ("actor_rollout_ref.actor.policy_loss.reg_form",)
 TEMPERATURE = ("actor_rollout_ref.actor.policy_loss.weight_temperature",)
 
 
@@ -34,6 +37,7 @@ class Hyperparameters:
     outer_epsilon_high: float
     beta: float
     temperature: float
+    regularizer_form: str = REGULARIZER_FORMS[0]  # OPMD's square: "sequence" (the paper's) or "token"
 
 
 # compute(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hyperparameters) -> LossTerms
@@ -51,7 +55,19 @@ class PolicyLossSpec:
     # "current_and_behaviour" (pi_k as old_log_prob and pi_k/alpha as rollout_is_weights), or "unused".
     old_log_prob: str = "behaviour"
     uses_outer_margins: bool = False
-    regulariser: bool = False  # a term that gives every response a gradient, whatever its advantage
+    regularizer: bool = False  # a term that gives every response a gradient, whatever its advantage
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An estimator's output: one advantage per response, and metrics for the trainer to log."""
+
+    advantages: torch.Tensor  # (batch,)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+# compute(scores, group ids, algorithm config) -> Estimate; scores are one reward per response, (batch,)
+EstimatorCompute = Callable[[torch.Tensor, Any, Any], Estimate]
 
 
 @dataclass(frozen=True)
@@ -59,7 +75,9 @@ class EstimatorSpec:
     name: str
     paper_name: str
     reference: str
+    compute: EstimatorCompute
     keys: tuple[str, ...] = ()
+    drops_responses: bool = False  # gives some responses advantage 0 to remove them from the update
 
 
 def _reinforce(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hp):
@@ -94,7 +112,7 @@ def _rec_gspo(importance_sampling, log_prob, old_log_prob, advantages, response_
 
 
 def _opmd(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hp):
-    return losses.opmd_loss(log_prob, old_log_prob, advantages, response_mask, beta=hp.beta)
+    return losses.opmd_loss(log_prob, old_log_prob, advantages, response_mask, beta=hp.beta, form=hp.regularizer_form)
 
 
 def _asymre(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hp):
@@ -122,58 +140,75 @@ def _offpolicy_grpo(log_prob, old_log_prob, advantages, response_mask, rollout_i
     )
 
 
-def _rec_entries():
-    variants = (
-        ("oneside", "one_side", "OneSide", "eq. 8"),
-        ("twoside", "two_side", "TwoSide", "eq. 18"),
-        ("ring", "ring", "Ring", "eqs. 19-21"),
-    )
-    for short, clipping, paper, reference in variants:
-        for suffix, importance_sampling in (("is", True), ("nois", False)):
-            yield PolicyLossSpec(
-                name=f"rec_{short}_{suffix}",
-                paper_name=f"REC-{paper}-{'IS' if importance_sampling else 'NoIS'}",
-                reference=f"arXiv 2509.24203, {reference}",
-                compute=partial(_rec, clipping, importance_sampling),
-                keys=EPSILONS + (OUTER_MARGINS if clipping == "ring" else ()),
-                uses_outer_margins=clipping == "ring",
-            )
+REC = "arXiv 2509.24203"
 
-
+# The registered names, each written once, here, next to what it names (``git grep '"rec_ring_nois"'``).
 POLICY_LOSSES: dict[str, PolicyLossSpec] = {
     spec.name: spec
     for spec in (
-        PolicyLossSpec("rec_reinforce", "group-relative REINFORCE", "arXiv 2509.24203, eq. 1b", _reinforce, old_log_prob="unused"),
-        *_rec_entries(),
-        PolicyLossSpec("rec_gspo_is", "REC-GSPO-IS", "arXiv 2509.24203, B.7", partial(_rec_gspo, True), EPSILONS),
-        PolicyLossSpec("rec_gspo_nois", "REC-GSPO-NoIS", "arXiv 2509.24203, B.7", partial(_rec_gspo, False), EPSILONS),
-        PolicyLossSpec("opmd", "OPMD (Kimi)", "arXiv 2509.24203, Section 4.2", _opmd, BETA, regulariser=True),
+        PolicyLossSpec("rec_reinforce", "group-relative REINFORCE", f"{REC}, eq. 1b", _reinforce, old_log_prob="unused"),
+        PolicyLossSpec("rec_oneside_is", "REC-OneSide-IS", f"{REC}, eq. 8", partial(_rec, "one_side", True), EPSILONS),
+        PolicyLossSpec("rec_oneside_nois", "REC-OneSide-NoIS", f"{REC}, eq. 8", partial(_rec, "one_side", False), EPSILONS),
+        PolicyLossSpec("rec_twoside_is", "REC-TwoSide-IS", f"{REC}, eq. 18", partial(_rec, "two_side", True), EPSILONS),
+        PolicyLossSpec("rec_twoside_nois", "REC-TwoSide-NoIS", f"{REC}, eq. 18", partial(_rec, "two_side", False), EPSILONS),
         PolicyLossSpec(
-            "asymre", "AsymRE (Meta)", "arXiv 2509.24203, Section 4.2", _asymre, BETA, old_log_prob="unused", regulariser=True
+            "rec_ring_is", "REC-Ring-IS", f"{REC}, eqs. 19-21", partial(_rec, "ring", True), EPSILONS + OUTER_MARGINS, uses_outer_margins=True
         ),
         PolicyLossSpec(
-            "red_weight", "RED-Weight", "arXiv 2509.24203, Section 4.3", _red_weight, TEMPERATURE, old_log_prob="unused"
+            "rec_ring_nois", "REC-Ring-NoIS", f"{REC}, eqs. 19-21", partial(_rec, "ring", False), EPSILONS + OUTER_MARGINS, uses_outer_margins=True
         ),
+        PolicyLossSpec("rec_gspo_is", "REC-GSPO-IS", f"{REC}, B.7", partial(_rec_gspo, True), EPSILONS),
+        PolicyLossSpec("rec_gspo_nois", "REC-GSPO-NoIS", f"{REC}, B.7", partial(_rec_gspo, False), EPSILONS),
+        PolicyLossSpec("opmd", "OPMD (Kimi)", f"{REC}, Section 4.2", _opmd, BETA + REG_FORM, regularizer=True),
+        PolicyLossSpec("asymre", "AsymRE (Meta)", f"{REC}, Section 4.2", _asymre, BETA, old_log_prob="unused", regularizer=True),
+        PolicyLossSpec("red_weight", "RED-Weight", f"{REC}, Section 4.3", _red_weight, TEMPERATURE, old_log_prob="unused"),
         PolicyLossSpec(
-            "offpolicy_grpo",
-            "off-policy GRPO",
-            "arXiv 2505.22257, eq. 6",
-            _offpolicy_grpo,
-            EPSILONS,
-            old_log_prob="current_and_behaviour",
+            "offpolicy_grpo", "off-policy GRPO", "arXiv 2505.22257, eq. 6", _offpolicy_grpo, EPSILONS, old_log_prob="current_and_behaviour"
         ),
     )
 }
 
+def _rec_estimate(scores, index, config) -> Estimate:
+    return Estimate(rec_advantages(scores, index))
+
+
+# verl's v1 trainer pads a batch to whole mini-batches with zero-loss rows whose group id starts with this
+# (verl/trainer/ppo/padding_utils.py); they are not responses, so they stay out of the dropped fraction.
+VERL_PADDING_UID_PREFIX = "pad"
+
+_red_drop_generators: dict[int, torch.Generator] = {}
+
+
+def red_drop_generator(seed: int) -> torch.Generator:
+    """One generator per seed per process, seeded once: the run draws the same drops every time."""
+    if seed not in _red_drop_generators:
+        _red_drop_generators[seed] = torch.Generator().manual_seed(seed)
+    return _red_drop_generators[seed]
+
+
+def red_drop_seed(config) -> int:
+    seed = config.get("red_drop_seed", None) if config is not None else None
+    return 1 if seed is None else int(seed)
+
+
+def _red_drop_estimate(scores, index, config) -> Estimate:
+    result = red_drop_advantages(scores, index, red_drop_generator(red_drop_seed(config)))
+    real = torch.tensor([not str(uid).startswith(VERL_PADDING_UID_PREFIX) for uid in index], dtype=torch.bool)
+    dropped = (~result.kept)[real].to(torch.float32)
+    return Estimate(result.advantages, {"red_drop/dropped_fraction": dropped.mean().item() if dropped.numel() else 0.0})
+
+
 ESTIMATORS: dict[str, EstimatorSpec] = {
     spec.name: spec
     for spec in (
-        EstimatorSpec("rec", "group-relative REINFORCE: A_i = r_i - mean_j r_j", "arXiv 2509.24203, eq. 1"),
+        EstimatorSpec("rec", "group-relative REINFORCE: A_i = r_i - mean_j r_j", f"{REC}, eq. 1", _rec_estimate),
         EstimatorSpec(
             "red_drop",
             "RED-Drop: balanced dropping of excess negatives, re-centred on the kept set",
-            "arXiv 2509.24203, eq. 10",
+            f"{REC}, eq. 10",
+            _red_drop_estimate,
             ("algorithm.red_drop_seed",),
+            drops_responses=True,
         ),
     )
 }
@@ -182,3 +217,8 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
 def policy_loss_spec(name: str) -> Optional[PolicyLossSpec]:
     """The spec of a verl-ext loss, or None for a name verl-ext does not provide."""
     return POLICY_LOSSES.get(name)
+
+
+def estimator_spec(name: str) -> Optional[EstimatorSpec]:
+    """The spec of a verl-ext estimator, or None for a name verl-ext does not provide (verl's own)."""
+    return ESTIMATORS.get(name)

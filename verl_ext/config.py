@@ -18,8 +18,9 @@ from typing import Any, Optional
 
 from verl.workers.config import PolicyLossConfig
 
-from verl_ext.catalog import POLICY_LOSSES, policy_loss_spec
+from verl_ext.catalog import POLICY_LOSSES, estimator_spec, policy_loss_spec
 from verl_ext.config_values import ConfigError, is_finite_number, reject
+from verl_ext.losses.opmd import REGULARIZER_FORMS
 
 OFFPOLICY_GRPO_MIN_IS_THRESHOLD = 100.0
 
@@ -31,7 +32,9 @@ class RECPolicyLossConfig(PolicyLossConfig):
     Args:
         outer_clip_ratio_low: epsilon'_low, REC-Ring's outer lower margin (>= epsilon_low).
         outer_clip_ratio_high: epsilon'_high, REC-Ring's outer upper margin (>= epsilon_high).
-        reg_coef: beta, the regularisation weight of OPMD and AsymRE (>= 0).
+        reg_coef: beta, the regularizer weight of OPMD and AsymRE (>= 0).
+        reg_form: OPMD's regularizer, ``sequence`` ((beta/2)(sum_t Delta_t)^2 per response, the paper's) or
+            ``token`` ((beta/2) sum_t Delta_t^2, Trinity-RFT's k2 form and verl's ``dro``); see :mod:`verl_ext.losses.opmd`.
         weight_temperature: T of RED-Weight, w_i = exp(A_i / T) (> 0).
         clip_ratio_low, clip_ratio_high, adv_estimator, bypass_mode, rollout_is, rollout_is_threshold,
         rollout_is_batch_normalize, use_v1: mirrors of ``actor.clip_ratio_low/high``,
@@ -42,6 +45,7 @@ class RECPolicyLossConfig(PolicyLossConfig):
     outer_clip_ratio_low: float = 0.6
     outer_clip_ratio_high: float = 2.0
     reg_coef: float = 0.1
+    reg_form: str = REGULARIZER_FORMS[0]
     weight_temperature: float = 1.0
 
     clip_ratio_low: Optional[float] = None
@@ -95,6 +99,11 @@ def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
         raise ConfigError(f"actor_rollout_ref.actor.clip_ratio_high={epsilon_high} (epsilon_high) must be >= 0")
 
     spec = policy_loss_spec(loss_mode)
+    if config.reg_form not in REGULARIZER_FORMS:
+        reject(_key("reg_form"), config.reg_form, f"one of {list(REGULARIZER_FORMS)}", "It chooses OPMD's regularizer (docs/algorithms.md).")
+    if config.reg_form != REGULARIZER_FORMS[0] and (spec is None or _key("reg_form") not in spec.keys):
+        users = sorted(name for name, s in POLICY_LOSSES.items() if _key("reg_form") in s.keys)
+        reject(_key("reg_form"), config.reg_form, f"{REGULARIZER_FORMS[0]!r} with loss_mode={loss_mode!r}", f"Only {users} read it.")
     if spec is None:  # one of verl's own losses: nothing more of ours to check
         return
 
@@ -127,11 +136,12 @@ def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
     if spec.old_log_prob == "current_and_behaviour":
         _check_offpolicy_grpo_sources(config)
 
-    if config.adv_estimator == "red_drop" and spec.regulariser:
+    estimator = estimator_spec(str(config.adv_estimator)) if config.adv_estimator is not None else None
+    if estimator is not None and estimator.drops_responses and spec.regularizer:
         raise ConfigError(
-            f"algorithm.adv_estimator=red_drop with loss_mode={loss_mode!r}: RED-Drop removes a response by giving "
-            "it advantage 0, but this loss's regulariser would still push on dropped responses. Use a loss "
-            f"without a regulariser: {sorted(n for n, s in POLICY_LOSSES.items() if not s.regulariser)}"
+            f"algorithm.adv_estimator={estimator.name} with loss_mode={loss_mode!r}: {estimator.paper_name.split(':')[0]} "
+            "removes a response by giving it advantage 0, but this loss's regularizer would still push on dropped "
+            f"responses. Use a loss without a regularizer: {sorted(n for n, s in POLICY_LOSSES.items() if not s.regularizer)}"
         )
 
 
@@ -198,3 +208,39 @@ def _check_offpolicy_grpo_sources(config: RECPolicyLossConfig) -> None:
         raise ConfigError(f"algorithm.rollout_correction.rollout_is_threshold={threshold!r} truncates r'. {needed}")
     if config.rollout_is_batch_normalize:
         raise ConfigError(f"algorithm.rollout_correction.rollout_is_batch_normalize=true rescales r'. {needed}")
+
+
+# The recipe's mirrors: each field of this node that copies a key from elsewhere, and that key. Setting a
+# mirror by hand changes no loss (the losses and verl read the real key), so it is refused, naming the key.
+MIRRORS = {
+    "clip_ratio_low": "actor_rollout_ref.actor.clip_ratio_low",
+    "clip_ratio_high": "actor_rollout_ref.actor.clip_ratio_high",
+    "adv_estimator": "algorithm.adv_estimator",
+    "bypass_mode": "algorithm.rollout_correction.bypass_mode",
+    "rollout_is": "algorithm.rollout_correction.rollout_is",
+    "rollout_is_threshold": "algorithm.rollout_correction.rollout_is_threshold",
+    "rollout_is_batch_normalize": "algorithm.rollout_correction.rollout_is_batch_normalize",
+    "use_v1": "trainer.use_v1",
+}
+POLICY_LOSS_NODE = "actor_rollout_ref.actor.policy_loss"
+
+
+def check_mirrors(config) -> None:
+    """Refuse a mirror set by hand in the whole ``main_ppo`` config (before interpolations are resolved).
+
+    ``policy_loss.clip_ratio_low=0.3`` looks like epsilon_low but is only the checks' copy of
+    ``actor_rollout_ref.actor.clip_ratio_low``: the driver runs this before verl builds the actor config.
+    """
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.select(config, POLICY_LOSS_NODE, default=None)
+    if node is None or OmegaConf.select(node, "_target_", default=None) != f"{__name__}.{RECPolicyLossConfig.__name__}":
+        return  # not verl-ext's policy-loss config: no mirrors
+    for field, source in MIRRORS.items():
+        if field in node and not OmegaConf.is_interpolation(node, field):
+            reject(
+                f"{POLICY_LOSS_NODE}.{field}",
+                node._get_node(field)._value(),
+                f"the recipe's copy ${{{source}}}, which is never set by hand",
+                f"It is a read-only mirror for verl-ext's checks and no loss reads it: set {source} instead.",
+            )

@@ -4,18 +4,19 @@ A registered loss receives verl's keyword arguments (``old_log_prob, log_prob, a
 response_mask, loss_agg_mode, config, rollout_is_weights``), computes the per-token loss with the
 pure function of :mod:`verl_ext.losses`, and aggregates it with verl's ``agg_loss`` and
 ``config.global_batch_info`` (data-parallel size and the global token/sequence counts), exactly as
-verl's own losses do. A registered estimator turns verl's token-level rewards into advantages with
-the functions of :mod:`verl_ext.advantages`.
+verl's own losses do. A registered estimator turns verl's token-level rewards into one score per
+response, computes advantages with the catalog entry (:mod:`verl_ext.advantages`) and broadcasts them
+over the tokens. Names come from the catalog only (:mod:`verl_ext.catalog`), where each is written once.
 """
 
 from typing import Any, Optional
 
 import torch
 
-from verl_ext import advantages as advantage_functions
 from verl_ext import step_metrics
-from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES, Hyperparameters, PolicyLossSpec
+from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES, EstimatorSpec, Hyperparameters, PolicyLossSpec
 from verl_ext.config import RECPolicyLossConfig
+from verl_ext.losses.opmd import REGULARIZER_FORMS
 
 METRIC_PREFIX = "actor/"
 
@@ -40,6 +41,7 @@ def hyperparameters(config) -> Hyperparameters:
         outer_epsilon_high=float(policy_loss.outer_clip_ratio_high),
         beta=float(policy_loss.reg_coef),
         temperature=float(policy_loss.weight_temperature),
+        regularizer_form=str(policy_loss.get("reg_form", REGULARIZER_FORMS[0])),
     )
 
 
@@ -77,69 +79,37 @@ def as_verl_policy_loss(spec: PolicyLossSpec):
     return policy_loss
 
 
-def _scores(token_level_rewards: torch.Tensor) -> torch.Tensor:
-    return token_level_rewards.sum(dim=-1)
+def as_verl_estimator(spec: EstimatorSpec):
+    """Wrap a catalog entry in the signature verl's ``compute_advantage`` calls: verl's token-level rewards
+    in, advantages and returns (equal, as for verl's GRPO) broadcast over each response's tokens out."""
+
+    def compute_advantage(token_level_rewards, response_mask, index=None, config=None, **unused):
+        if index is None:
+            raise ValueError(f"algorithm.adv_estimator={spec.name} needs group ids (verl's 'uid' per prompt), but none were passed")
+        with torch.no_grad():
+            estimate = spec.compute(token_level_rewards.sum(dim=-1), index, config)
+        for name, value in estimate.metrics.items():
+            step_metrics.record(name, value)
+        token_level = estimate.advantages.unsqueeze(-1) * response_mask
+        return token_level, token_level
+
+    compute_advantage.__name__ = f"compute_{spec.name}_advantage"
+    compute_advantage.__doc__ = f"{spec.paper_name} ({spec.reference}); registered by verl-ext."
+    return compute_advantage
 
 
-def _broadcast(per_response: torch.Tensor, response_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    token_level = per_response.unsqueeze(-1) * response_mask
-    return token_level, token_level
-
-
-def _require_index(name: str, index) -> None:
-    if index is None:
-        raise ValueError(f"algorithm.adv_estimator={name} needs group ids (verl's 'uid' per prompt), but none were passed")
-
-
-def compute_rec_advantage(token_level_rewards, response_mask, index=None, config=None, **unused):
-    """Estimator ``rec``: A_i = r_i - mean of its group (no std normalisation)."""
-    _require_index("rec", index)
-    with torch.no_grad():
-        return _broadcast(advantage_functions.rec_advantages(_scores(token_level_rewards), index), response_mask)
-
-
-_red_drop_generators: dict[int, torch.Generator] = {}
-
-# verl's v1 trainer pads a batch to whole mini-batches with zero-loss rows whose group id starts with this
-# (verl/trainer/ppo/padding_utils.py); they are not responses, so they stay out of the dropped fraction.
-VERL_PADDING_UID_PREFIX = "pad"
-
-
-def red_drop_generator(seed: int) -> torch.Generator:
-    """One generator per seed per process, seeded once: the run draws the same drops every time."""
-    if seed not in _red_drop_generators:
-        _red_drop_generators[seed] = torch.Generator().manual_seed(seed)
-    return _red_drop_generators[seed]
-
-
-def red_drop_seed(config) -> int:
-    seed = config.get("red_drop_seed", None) if config is not None else None
-    return 1 if seed is None else int(seed)
-
-
-def compute_red_drop_advantage(token_level_rewards, response_mask, index=None, config=None, **unused):
-    """Estimator ``red_drop`` (eq. 10); records ``red_drop/dropped_fraction`` for the trainer to log."""
-    _require_index("red_drop", index)
-    with torch.no_grad():
-        result = advantage_functions.red_drop_advantages(
-            _scores(token_level_rewards), index, red_drop_generator(red_drop_seed(config))
-        )
-    real = torch.tensor([not str(uid).startswith(VERL_PADDING_UID_PREFIX) for uid in index], dtype=torch.bool)
-    dropped = (~result.kept)[real].to(torch.float32)
-    step_metrics.record("red_drop/dropped_fraction", dropped.mean().item() if dropped.numel() else 0.0)
-    return _broadcast(result.advantages, response_mask)
-
-
-ESTIMATOR_FUNCTIONS = {"rec": compute_rec_advantage, "red_drop": compute_red_drop_advantage}
+# Built once, so that registering again finds the same function objects (verl refuses a different one).
+VERL_POLICY_LOSSES = {name: as_verl_policy_loss(spec) for name, spec in POLICY_LOSSES.items()}
+VERL_ESTIMATORS = {name: as_verl_estimator(spec) for name, spec in ESTIMATORS.items()}
 
 
 def register_algorithms() -> None:
     """Register every catalog entry with verl (idempotent)."""
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est, register_policy_loss
 
-    for name, spec in POLICY_LOSSES.items():
-        register_policy_loss(name)(as_verl_policy_loss(spec))
-    for name in ESTIMATORS:
-        if ADV_ESTIMATOR_REGISTRY.get(name) is not ESTIMATOR_FUNCTIONS[name]:
+    for name, policy_loss in VERL_POLICY_LOSSES.items():
+        register_policy_loss(name)(policy_loss)
+    for name, estimator in VERL_ESTIMATORS.items():
+        if ADV_ESTIMATOR_REGISTRY.get(name) is not estimator:
             ADV_ESTIMATOR_REGISTRY.pop(name, None)
-            register_adv_est(name)(ESTIMATOR_FUNCTIONS[name])
+            register_adv_est(name)(estimator)

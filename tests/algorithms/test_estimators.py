@@ -8,7 +8,7 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from verl_ext import step_metrics
-from verl_ext.registration import _red_drop_generators
+from verl_ext.catalog import _red_drop_generators
 
 
 def batch(rewards, uids, length=4):

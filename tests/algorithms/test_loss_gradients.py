@@ -189,7 +189,7 @@ def test_rec_gspo_is_with_token_mean_keeps_each_token_weight():
 
 
 def test_opmd_square_is_of_the_whole_sequence():
-    """The regulariser is (beta/2)(sum_t Delta_t)^2, not sum_t (beta/2) Delta_t^2: check its value too."""
+    """The regularizer is (beta/2)(sum_t Delta_t)^2, not sum_t (beta/2) Delta_t^2: check its value too."""
     log_prob, old_log_prob, _, response_mask, behaviour_ratio = make_batch(seed=7)
     zero_advantages = torch.zeros_like(log_prob)
     batch = (log_prob, old_log_prob, zero_advantages, response_mask, behaviour_ratio)
@@ -228,7 +228,7 @@ def test_red_weight_reports_weights():
     assert metrics["actor/red_weight_max"] == pytest.approx(weights.max().item(), rel=1e-5)
 
 
-def test_asymre_reports_its_regulariser():
+def test_asymre_reports_its_regularizer():
     batch = make_batch(seed=10)
     log_prob, _, _, response_mask, _ = batch
     _, _, metrics = loss_and_gradient("asymre", "token-mean", batch)

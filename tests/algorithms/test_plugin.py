@@ -52,5 +52,8 @@ def test_list_names_every_algorithm_with_keys_and_recipe_defaults():
         "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_low": 0.6,
         "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high": 2.0,
     }
-    assert rows["opmd"]["keys"] == {"actor_rollout_ref.actor.policy_loss.reg_coef": 0.1}
+    assert rows["opmd"]["keys"] == {
+        "actor_rollout_ref.actor.policy_loss.reg_coef": 0.1,
+        "actor_rollout_ref.actor.policy_loss.reg_form": "sequence",
+    }
     assert rows["red_weight"]["keys"] == {"actor_rollout_ref.actor.policy_loss.weight_temperature": 1.0}

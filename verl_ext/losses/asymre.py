@@ -1,4 +1,4 @@
-"""AsymRE (Meta's asymmetric REINFORCE), as REINFORCE plus a regulariser (arXiv 2509.24203, Section 4.2).
+"""AsymRE (Meta's asymmetric REINFORCE), as REINFORCE plus a regularizer (arXiv 2509.24203, Section 4.2).
 
 The baseline is lowered from mean_j r_j to mean_j r_j - beta:
 
@@ -7,7 +7,7 @@ The baseline is lowered from mean_j r_j to mean_j r_j - beta:
 
     loss[i, t] = -(A_i + beta) Delta_it        (the gradient of -(A_i + beta) log pi_theta(y_i^t))
 
-with A_i = r_i - mean_j r_j from the ``rec`` estimator. The logged regulariser is -beta log pi_theta(y_i).
+with A_i = r_i - mean_j r_j from the ``rec`` estimator. The logged regularizer is -beta log pi_theta(y_i).
 """
 
 import torch

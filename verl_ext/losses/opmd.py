@@ -1,20 +1,33 @@
-"""OPMD (Kimi's online policy mirror descent), as REINFORCE plus a regulariser (arXiv 2509.24203, Section 4.2).
+"""OPMD (Kimi's online policy mirror descent), as REINFORCE plus a regularizer (arXiv 2509.24203, Section 4.2).
+
+Two forms of the regularizer, chosen by ``actor_rollout_ref.actor.policy_loss.reg_form``; both read
+beta = ``policy_loss.reg_coef``, and S_i = sum_t Delta_it with Delta_it = log pi_theta(y_i^t) - log pi_old(y_i^t).
+
+``sequence`` (the default, the paper's): the square of the whole response's log-ratio,
 
     L = -(1/K) sum_i A_i log pi_theta(y_i) + (beta / 2K) sum_i (log pi_theta(y_i) - log pi_old(y_i))^2
-
-with log pi(y_i) = sum_t log pi(y_i^t): the square is of the whole response's log-ratio
-S_i = sum_t Delta_it, not a sum of per-token squares. As a per-token matrix for verl's ``agg_loss``:
-
     loss[i, t] = -A_i Delta_it + (beta / 2) S_i^2 / |y_i|
 
 The first term has the gradient of -A_i log pi_theta(y_i^t). The second, summed over the |y_i| tokens,
 is (beta/2) S_i^2, and its gradient w.r.t. every token of y_i is beta * S_i, as the formula requires;
 each aggregation mode then treats both terms alike.
+
+``token``: a sum of per-token squares (the k2 estimator of KL(pi_old || pi_theta), (1/2) Delta^2, per token),
+
+    loss[i, t] = -A_i Delta_it + (beta / 2) Delta_it^2        gradient per token: -A_i + beta Delta_it
+
+the form of Trinity-RFT's REC code with its k2 regularizer and of verl's ``dro`` loss (``dro_beta`` = beta).
+Trinity writes the term as c Delta^2 without the 1/2 (it absorbs the 1/2 into its coefficient), so its
+``regularizer_coef`` c corresponds to beta = 2c here: c = 0.1 is ``reg_coef=0.2``. The two forms agree when a
+response's log-ratio sits on one token; spread over n tokens with equal Delta, the sequence form's gradient
+per token is n times the token form's.
 """
 
 import torch
 
 from verl_ext.losses.terms import LossTerms, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
+
+REGULARIZER_FORMS = ("sequence", "token")
 
 
 def opmd_loss(
@@ -24,10 +37,18 @@ def opmd_loss(
     response_mask: torch.Tensor,
     *,
     beta: float,
+    form: str = "sequence",
 ) -> LossTerms:
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
-    regulariser = 0.5 * beta * sequence_sum(tokens.delta).square()  # (beta/2) S_i^2 per response, (batch, 1)
-    loss_matrix = -tokens.advantages * tokens.delta + (regulariser / response_lengths(tokens)) * tokens.mask
+    if form == "sequence":
+        per_response = 0.5 * beta * sequence_sum(tokens.delta).square()  # (beta/2) S_i^2, (batch, 1)
+        per_token = (per_response / response_lengths(tokens)) * tokens.mask
+    elif form == "token":
+        per_token = 0.5 * beta * tokens.delta.square()  # 0 on padding: delta is
+        per_response = sequence_sum(per_token)
+    else:
+        raise ValueError(f"OPMD regularizer form={form!r}; allowed: {REGULARIZER_FORMS}")
+    loss_matrix = -tokens.advantages * tokens.delta + per_token
     metrics = ratio_metrics(tokens, torch.exp(tokens.delta.detach()))
-    metrics["regularizer"] = sequence_mean(regulariser.detach(), tokens)
+    metrics["regularizer"] = sequence_mean(per_response.detach(), tokens)
     return LossTerms(loss_matrix, metrics)

@@ -4,7 +4,7 @@
 
     loss[i, t] = -w_i A_i Delta_it     (w_i held constant; the gradient of -w_i A_i log pi_theta(y_i^t))
 
-Up-weighting high-reward responses equals pairwise-weighted REINFORCE (eq. 9) plus a regulariser
+Up-weighting high-reward responses equals pairwise-weighted REINFORCE (eq. 9) plus a regularizer
 toward them. A_i / T is clamped to [-50, 50] so that w stays finite for tiny T.
 """
 
