@@ -14,9 +14,9 @@ written (it cannot be stored).
 
 **Which files are a split.** For a split ``S`` and a format ``F`` (``jsonl``, ``json``, ``parquet``) a
 folder holds the split either as one file ``S.F`` or as a complete set of shards ``S-<i>-of-<n>.F`` with
-``<i>`` and ``<n>`` decimal numbers (the hub writes ``train-00000-of-00002.parquet``) and every index
-``0 .. n-1`` present once. Any other name (``train-old-backup.jsonl``, ``train_v2.jsonl``) is not part of
-the split: it is ignored, with a note on stderr.
+``<i>`` and ``<n>`` decimal numbers of at most 9 digits (the hub writes ``train-00000-of-00002.parquet``)
+and every index ``0 .. n-1`` present once. Any other name (``train-old-backup.jsonl``, ``train_v2.jsonl``)
+is not part of the split: it is ignored, with a note on stderr.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class RawSplit:
 
 
 def _shard_pattern(split: str, fmt: str) -> re.Pattern:
-    return re.compile(rf"{re.escape(split)}-(\d+)-of-(\d+)\.{fmt}")
+    return re.compile(rf"{re.escape(split)}-([0-9]{{1,9}})-of-([0-9]{{1,9}})\.{fmt}")
 
 
 def has_split_files(directory: Path, split: str) -> bool:
@@ -130,11 +130,11 @@ def _check_shards(directory: Path, split: str, fmt: str, files: list[Path]) -> l
     if len(totals) != 1:
         raise DataPrepError(f"{directory}: shards of '{split}' disagree on their count: {sorted(totals)}")
     (total,) = totals
-    missing = [i for i in range(total) if i not in numbered]
-    if missing:
+    if len(numbered) < total:
+        first_missing = next(i for i in range(total) if i not in numbered)
         raise DataPrepError(
-            f"{directory}: incomplete shard set for split '{split}': {len(missing)} of {total} missing "
-            f"(first missing: index {missing[0]})"
+            f"{directory}: incomplete shard set for split '{split}': {total - len(numbered)} of {total} missing "
+            f"(first missing: index {first_missing})"
         )
     return [numbered[i] for i in range(total)]
 

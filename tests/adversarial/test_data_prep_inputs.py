@@ -365,6 +365,8 @@ FILE_CASES = {
         lambda r: ("gsm8k", _shards(r, ["train-00000-of-00002.jsonl"])), "incomplete shard set for split 'train'"),
     "whole file and shards": (
         lambda r: ("gsm8k", _shards(r, ["train.jsonl", "train-00000-of-00001.jsonl"])), "both whole (train.jsonl) and as shards"),
+    "shard set claiming 999,999,999 shards": (
+        lambda r: ("gsm8k", _shards(r, ["train-00000-of-999999999.jsonl"])), "999999998 of 999999999 missing"),
     "missing folder": (lambda r: ("guru", r / "nowhere"), "no such file or directory"),
 }
 
@@ -410,6 +412,9 @@ def test_a_stray_backup_beside_the_split_is_not_a_shard(prep, tmp_path):
     assert outcome.status == 0, outcome.err
     assert len(outcome.rows("train")) == 1
     assert "train-old-backup.jsonl is not read: not a file of split 'train'" in outcome.err
+    write_jsonl(raw / ("train-" + "9" * 200 + "-of-1.jsonl"), [GOOD_GSM8K])  # over 9 digits: not a shard
+    again = prep("gsm8k", raw)
+    assert again.status == 0 and len(again.rows("train")) == 1 and "is not read" in again.err
 
 
 def test_complete_shards_are_read_in_index_order(prep, tmp_path):
