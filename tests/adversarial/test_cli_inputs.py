@@ -28,7 +28,7 @@ def exits_with_usage_error(capsys, command, argv) -> str:
     (["--steps", "3", "--sync-interval=-inf"], "expected an integer >= 1"),
     (["--steps", "3", "--sync-offset", "1.5"], "expected an integer >= 0"),
     (["--steps", "3", "--offline", "--sync-offset", "7"], "would be ignored"),
-    (["--steps", str(10**12), "--format", "json"], "lists at most 1000000 steps"),
+    (["--steps", str(10**12), "--format", "json"], "lists at most 100000 steps"),
 ])
 def test_schedule(capsys, argv, message):
     assert message in exits_with_usage_error(capsys, schedule_main, argv)

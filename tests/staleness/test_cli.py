@@ -57,7 +57,7 @@ def test_table_lists_every_step_and_the_push_count(capsys):
         ["--steps", "3", "--offline", "--sync-interval", "3"],
         ["--steps", "3", "--offline", "--sync-offset", "2"],
         # JSON lists every row: capped, with the reason
-        ["--steps", "1000001", "--format", "json"],
+        ["--steps", "100001", "--format", "json"],
         ["--steps", "1e7"],
         ["--steps", "nan"],
         ["--sync-interval", "inf", "--steps", "3"],
