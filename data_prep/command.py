@@ -216,6 +216,7 @@ def run_command(main: Callable[[argparse.Namespace], None], parser: argparse.Arg
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     try:
+        check_save_dir(args.local_save_dir, args.local_dataset_path, [])  # before any loading; files later
         main(args)
     except DataPrepError as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
