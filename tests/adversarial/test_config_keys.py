@@ -13,8 +13,9 @@ from functools import lru_cache
 import pytest
 from omegaconf import OmegaConf
 
-from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES, RECIPE_CONFIG_DIR, compose_recipe
+from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES, compose_recipe
 from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
+from verl_ext.cli import recipe_defaults
 from verl_ext.config_values import ConfigError
 from verl_ext.run_checks import validate_run_config
 
@@ -25,22 +26,12 @@ THRESHOLD = "algorithm.rollout_correction.rollout_is_threshold"
 
 def recipe_keys() -> dict[str, object]:
     """Dotted key -> default, for every leaf of the recipe config except Hydra's and the mirrors."""
-    config = OmegaConf.load(RECIPE_CONFIG_DIR / "rec_trainer.yaml")
-    keys = {}
-
-    def walk(node, prefix):
-        for key in node:
-            child = node._get_node(key)
-            path = f"{prefix}.{key}" if prefix else str(key)
-            if OmegaConf.is_dict(child):
-                walk(child, path)
-            elif not path.startswith(("hydra", "defaults")) and not path.endswith("_target_"):
-                raw = child._value()
-                mirror = isinstance(raw, str) and raw.startswith("${") and ".policy_loss." in path
-                if not mirror:
-                    keys[path] = raw
-    walk(config, "")
-    return keys
+    return {
+        key: raw
+        for key, raw in recipe_defaults().items()  # the recipe's own leaves, interpolations unresolved
+        if not key.startswith(("hydra", "defaults")) and not key.endswith("_target_")
+        and not (isinstance(raw, str) and raw.startswith("${") and ".policy_loss." in key)
+    }
 
 
 def catalog_keys() -> set[str]:
