@@ -237,3 +237,19 @@ def test_run_scripts_prepare_again_when_the_pair_is_not_one_complete_run(tmp_pat
     assert "test.parquet differs from the one the last complete run wrote" in log and "preparing gsm8k" in log
     log = prepare(ARGS="--drop_duplicates")
     assert "prepared with other options" in log and "preparing gsm8k" in log
+
+
+def test_the_manifest_check_compares_the_flags_that_decide_the_rows(tmp_path, capsys):
+    from data_prep import manifest, toolace
+
+    save_dir = tmp_path / "toolace"
+    flags = ["--test_size", "1", "--max_train_size", "2"]
+    assert toolace.main(["--local_save_dir", str(save_dir), "--local_dataset_path", str(FIXTURES / "toolace"), *flags]) == 0
+    files = [str(save_dir), "train.parquet", "test.parquet"]
+    assert manifest.main([*files, "--dataset", "toolace", "--args=--test_size 1 --max_train_size=2"]) == 0
+    assert manifest.main([*files]) == 0  # no flags given: only completeness
+    capsys.readouterr()
+    assert manifest.main([*files, "--dataset", "toolace", "--args=--test_size 1"]) == 1
+    assert "prepared with other options" in capsys.readouterr().out
+    assert manifest.main([str(save_dir), "train.parquet", "math500.parquet"]) == 1
+    assert "math500.parquet is not part of the last complete output" in capsys.readouterr().out
