@@ -155,3 +155,15 @@ def test_zero_variance_masking_outside_delayed_sync_is_rejected():
     with pytest.raises(ConfigError, match="zero_variance_masking=True is invalid: allowed values are false outside"):
         check_staleness_keys(compose_recipe("trainer.v1.delayed_sync.zero_variance_masking=true"))
     check_staleness_keys(compose_recipe(MODE, "trainer.v1.delayed_sync.zero_variance_masking=true"))
+
+
+@pytest.mark.parametrize("steps", ["1e9", "0", "nan"])
+def test_delayed_sync_counts_whole_steps(steps):
+    """The schedule counts trainer.total_training_steps: Hydra reads 1e9 as a float, which failed in the
+    TaskRunner (after Ray); now the driver names the key. Huge integers are fine (closed-form summaries)."""
+    from verl_ext.config_values import ConfigError
+    from verl_ext.staleness.config import check_staleness_keys
+
+    with pytest.raises(ConfigError, match=f"trainer.total_training_steps={steps if steps != '1e9' else '1000000000.0'} is invalid"):
+        check_staleness_keys(compose_recipe(MODE, f"trainer.total_training_steps={steps}"))
+    check_staleness_keys(compose_recipe(MODE, "trainer.total_training_steps=1000000000"))

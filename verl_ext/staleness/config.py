@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_ext.config_values import ConfigError, reject
+from verl_ext.config_values import ConfigError, reject, require_int
 from verl_ext.staleness.schedule import StalenessSchedule
 
 TRAINER_MODE = "delayed_sync"
@@ -250,6 +250,9 @@ def check_staleness_keys(config: DictConfig) -> None:
     use_v1 = OmegaConf.select(config, "trainer.use_v1", default=True)
     mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default=None)
     if use_v1 and mode == TRAINER_MODE:
+        steps = OmegaConf.select(config, "trainer.total_training_steps", default=None)
+        if steps is not None:  # the schedule counts steps with it (1e9 in Hydra is a float)
+            require_int("trainer.total_training_steps", steps, 1, "The delayed_sync schedule counts steps with it.")
         delayed_sync_config_from(config)
         return
     block = read_delayed_sync_block(OmegaConf.select(config, CONFIG_KEY, default=None))
