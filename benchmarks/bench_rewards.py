@@ -17,6 +17,11 @@ Workloads (real data from the project's shared folder where present, else the re
 Each call is timed alone in the main thread (after one warm-up call that starts the first child
 process, timed separately); then all non-pathological calls run through a thread pool the way verl's
 reward manager runs them, for aggregate throughput.
+
+Last, the latency bound under concurrency (``--concurrency-only`` runs just this): 16 MATH checks that
+need ~20 s of sympy each and 4 that need milliseconds, all submitted at once from 20 threads (the easy ones
+right behind the slow ones), under the default budget and start-up allowance. Every call must end by
+budget + allowance after it was submitted; the worst slow and easy latencies are printed.
 """
 
 from __future__ import annotations
@@ -119,24 +124,73 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
+SLOW_CASE = ("HuggingFaceH4/MATH-500", "\\boxed{(a+b+c+d+e)^{10}}", "(a+b+c+d+e)^{9}")  # ~20 s of sympy
+EASY_CASE = ("HuggingFaceH4/MATH-500", "\\boxed{(x+1)^2}", "x^2+2x+1")  # milliseconds of sympy
+
+
+def concurrency_bound(slow: int = 16, easy: int = 4) -> dict[str, str]:
+    """Submit ``slow`` then ``easy`` checks at once from ``slow + easy`` threads; report latencies vs the bound."""
+    from verl_ext.rewards import equivalence_pool
+
+    settings = equivalence_pool.settings()
+    bound = settings.timeout_s + settings.startup_allowance_s
+
+    def timed(case: tuple) -> tuple[tuple, dict, float]:
+        start = time.perf_counter()
+        result = call(case)
+        return case, result, time.perf_counter() - start
+
+    cases = [SLOW_CASE] * slow + [EASY_CASE] * easy
+    with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
+        start = time.perf_counter()
+        outcomes = list(pool.map(timed, cases))
+        wall = time.perf_counter() - start
+    slow_s = sorted(elapsed for case, _, elapsed in outcomes if case is SLOW_CASE)
+    easy_s = sorted(elapsed for case, _, elapsed in outcomes if case is EASY_CASE)
+    worst = max(slow_s[-1], easy_s[-1])
+    easy_right = sum(result["score"] == 1.0 for case, result, _ in outcomes if case is EASY_CASE)
+    print(
+        f"\n{slow} slow + {easy} easy math checks submitted at once from {len(cases)} threads "
+        f"(budget {settings.timeout_s:g} s + start-up allowance {settings.startup_allowance_s:g} s = bound {bound:g} s, "
+        f"{equivalence_pool.get_checker().max_workers} children): all done in {wall:.1f} s\n"
+        f"  slow: median {statistics.median(slow_s):.1f} s, worst {slow_s[-1]:.1f} s "
+        f"(all timed out: {all(r['timed_out'] == 1.0 for c, r, _ in outcomes if c is SLOW_CASE)})\n"
+        f"  easy: median {statistics.median(easy_s):.1f} s, worst {easy_s[-1]:.1f} s, {easy_right}/{easy} scored 1 "
+        f"(the others timed out in line)\n"
+        f"  checker counts: {dict(equivalence_pool.get_checker().counts)}\n"
+        f"  worst call {worst:.2f} s: {1e3 * (worst - bound):+.0f} ms past the bound of {bound:g} s "
+        f"(waking up and killing a child take milliseconds)",
+        flush=True,
+    )
+    return {
+        f"concurrent worst s ({slow} slow + {easy} easy; bound {bound:g})": f"{worst:.2f}",
+        "concurrent easy worst s": f"{easy_s[-1]:.1f}",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "datasets")
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--concurrency-only", action="store_true", help="only the latency bound under concurrency")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
     from verl_ext.rewards import equivalence_pool
 
-    loads = workloads(args.shared)
     checker = equivalence_pool.get_checker()
     print(
         f"checker: {type(checker).__name__}, {checker.max_workers} workers, "
-        f"budget {equivalence_pool.default_timeout_s()} s; "
+        f"budget {equivalence_pool.default_timeout_s()} s, start-up allowance "
+        f"{equivalence_pool.settings().startup_allowance_s} s; "
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
     start = time.perf_counter()
-    call(("HuggingFaceH4/MATH-500", "\\boxed{(x+1)^2}", "x^2+2x+1"))
+    call(EASY_CASE)
     print(f"first math check (starts a child process): {time.perf_counter() - start:.2f} s\n")
+    if args.concurrency_only:
+        print_headline(concurrency_bound())
+        return
+    loads = workloads(args.shared)
 
     print(
         f"{'scorer (workload)':<34} {'calls':>6} {'mean score':>10} "
@@ -170,6 +224,7 @@ def main() -> None:
         f"{len(mixed) / elapsed:,.0f} calls/s"
     )
     headline[f"mixed calls/s ({args.threads} threads)"] = f"{len(mixed) / elapsed:,.0f}"
+    headline.update(concurrency_bound())
     print_headline(headline)
 
 

@@ -100,9 +100,9 @@ FALLBACK_SCRIPT = textwrap.dedent(
         "exits": [sys.executable, "-c", "raise SystemExit(3)"],  # dies before saying 'ready'
         "hangs": [sys.executable, "-c", "import time; time.sleep(600)"],  # never says 'ready'
     }[mode]
-    checker = equivalence_pool.configure(sandbox="process", workers=2, timeout_s=0.5, startup_allowance_s=1.0)
+    checker = equivalence_pool.configure(sandbox="process", workers=2, timeout_s=0.5, startup_allowance_s=0.5)
     report = {}
-    for name, (answer, truth) in (("slow", %r), ("easy", %r), ("slow again", %r)):
+    for name, (answer, truth) in (("slow", %r), ("easy", %r)):
         start = time.monotonic()
         result = compute_score("HuggingFaceH4/MATH-500", answer, truth)
         report[name] = [time.monotonic() - start, result["score"], result["timed_out"]]
@@ -113,7 +113,7 @@ FALLBACK_SCRIPT = textwrap.dedent(
     report["fallback counts"] = dict(checker.fallback.counts) if checker.fallback else {}
     print(json.dumps(report), flush=True)
     """
-) % (SLOW, EASY, SLOW)
+) % (SLOW, EASY)
 
 
 @pytest.mark.parametrize("mode", ["exits", "hangs"])
@@ -135,9 +135,9 @@ def test_children_that_cannot_start_never_overrun_the_deadline_and_the_process_e
     exit_s = time.monotonic() - reported
     assert process.returncode == 0, process.stderr.read()[-3000:]
     report = json.loads(line)
-    bound = 0.5 + 1.0 + SLACK_S
-    assert all(report[name][0] < bound for name in ("slow", "easy", "slow again")), report
-    assert report["slow"][1:] == [0.0, 1.0] and report["slow again"][1:] == [0.0, 1.0], report
+    bound = 0.5 + 0.5 + SLACK_S
+    assert all(report[name][0] < bound for name in ("slow", "easy")), report
+    assert report["slow"][1:] == [0.0, 1.0], report
     assert exit_s < 5.0, f"exit took {exit_s:.1f} s while a check was still running in a thread"
     if mode == "exits":
         assert report["fallback"] == "ThreadChecker" and report["counts"]["failed to start"] == 1, report
@@ -145,4 +145,4 @@ def test_children_that_cannot_start_never_overrun_the_deadline_and_the_process_e
         assert report["fallback counts"]["abandoned"] >= 1, report
     else:
         assert report["fallback"] == "NoneType", report  # still starting: every call timed out in line
-        assert report["easy"][1:] == [0.0, 1.0] and report["counts"]["timed out in line"] == 3, report
+        assert report["easy"][1:] == [0.0, 1.0] and report["counts"]["timed out in line"] == 2, report

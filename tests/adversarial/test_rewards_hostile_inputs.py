@@ -8,6 +8,7 @@ every bracket kind, ToolACE arguments like ``1+1+...`` and ``-----1``, non-str v
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import math
 import time
@@ -20,12 +21,12 @@ from hypothesis import strategies as st
 from verl_ext.rewards import compute_score, equivalence_pool
 from verl_ext.rewards.reward_result import RESULT_KEYS
 
-BUDGET_S, ALLOWANCE_S, SLACK_S = 2.0, 2.0, 1.5
+BUDGET_S, ALLOWANCE_S, SLACK_S = 0.5, 1.0, 1.5
 MEGA = 1_000_000
 SOURCES = {
     "gsm8k": ("openai/gsm8k", "72", "#### 72", {}),
     "math": ("DigitalLearningGmbH/MATH-lighteval", "\\frac{1}{2}", "\\boxed{0.5}", {}),
-    "guru": ("math__hostile", "x^2+2x+1", "<think>t</think>\\boxed{(x+1)^2}", {}),
+    "guru": ("math__hostile", "1000", "<think>\\boxed{3}</think>\\boxed{1,000}", {}),
     "toolace exact": (
         "Team-ACE/ToolACE",
         json.dumps([{"name": "f", "arguments": {"a": 1}}]),
@@ -128,14 +129,36 @@ def scored_within_bound(source: str, response, truth) -> dict:
     return result
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", ["gsm8k", "toolace exact", "toolace partial strict"])
 @pytest.mark.parametrize("hostile", HOSTILE, ids=list(HOSTILE))
 def test_hostile_response_and_hostile_ground_truth(source, hostile):
     _, truth, good_response, _ = SOURCES[source]
-    value = HOSTILE[hostile]
-    scored_within_bound(source, value, truth)
-    as_truth = scored_within_bound(source, good_response, value)
-    assert as_truth["acc"] in (0.0, 1.0)
+    scored_within_bound(source, HOSTILE[hostile], truth)
+    scored_within_bound(source, good_response, HOSTILE[hostile])
+
+
+def test_hostile_math_and_guru_inputs_from_sixteen_threads():
+    """The same battery for MATH and Guru, run as verl runs rewards (a thread pool): some of these reach
+    sympy and overrun, so children are killed and restarted meanwhile; every call still keeps its bound."""
+    cases = [
+        (source, f"{name} as {role}", *((value, truth) if role == "response" else (good_response, value)))
+        for source in ("math", "guru")
+        for name, value in HOSTILE.items()
+        for role in ("response", "truth")
+        for _, truth, good_response, _ in [SOURCES[source]]
+    ]
+
+    def problem(case) -> str | None:
+        source, name, response, truth = case
+        try:
+            scored_within_bound(source, response, truth)
+        except AssertionError as error:
+            return f"{source} {name}: {error}"
+        return None
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        problems = [found for found in pool.map(problem, cases) if found]
+    assert not problems, problems
 
 
 @pytest.mark.parametrize("source", SOURCES)

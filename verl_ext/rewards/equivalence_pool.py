@@ -161,6 +161,10 @@ class ThreadChecker:
     def __init__(self, max_workers: int, startup_allowance_s: float = math_settings.DEFAULT_STARTUP_S):
         self.max_workers = max_workers
         self.startup_allowance_s = startup_allowance_s
+        self._reset()
+
+    def _reset(self) -> None:
+        self._owner_pid = os.getpid()
         self.counts: collections.Counter[str] = collections.Counter()
         self._condition = threading.Condition()
         self._turns = FifoTurns(self._condition)
@@ -178,6 +182,8 @@ class ThreadChecker:
     def check(self, gold: str, predicted: str, timeout_s: float, arrived: float | None = None) -> CheckOutcome:
         arrived = time.monotonic() if arrived is None else arrived
         deadline = arrived + timeout_s + self.startup_allowance_s
+        if self._owner_pid != os.getpid():  # forked: the parent's threads are not running here
+            self._reset()
         with self._condition:
             if not self._turns.wait(lambda: self._running < self.max_workers, deadline):
                 self.counts["timed out in line"] += 1
@@ -202,14 +208,15 @@ class ThreadChecker:
         except RuntimeError:  # cannot start a new thread
             with self._condition:
                 self._running -= 1
+                self.counts["failed"] += 1
                 self._condition.notify_all()
-            self.counts["failed"] += 1
             return FAILED
-        if done.wait(max(0.0, min(timeout_s, deadline - time.monotonic()))):
-            self.counts["answered" if answer else "failed"] += 1
-            return CheckOutcome(answer[0]) if answer else FAILED
-        self.counts["abandoned"] += 1
-        return TIMED_OUT
+        finished = done.wait(max(0.0, min(timeout_s, deadline - time.monotonic())))
+        with self._condition:
+            self.counts["abandoned" if not finished else "answered" if answer else "failed"] += 1
+        if not finished:
+            return TIMED_OUT
+        return CheckOutcome(answer[0]) if answer else FAILED
 
     def close(self) -> None:
         """Nothing to stop: abandoned threads are daemons and end with the process."""
@@ -266,12 +273,11 @@ class ProcessChecker:
         try:
             equivalent = child.ask(gold, predicted, max(0.0, min(timeout_s, deadline - time.monotonic())))
         except BaseException as error:
-            self._retire(child)
+            outcome = "killed at the deadline" if isinstance(error, TimeoutError) else "failed"
+            self._retire(child, outcome)
             if isinstance(error, TimeoutError):
-                self.counts["killed at the deadline"] += 1
                 return TIMED_OUT
             if isinstance(error, _WorkerDied):
-                self.counts["failed"] += 1
                 return FAILED
             raise
         with self._condition:
@@ -287,10 +293,11 @@ class ProcessChecker:
             child.kill()
         return CheckOutcome(equivalent)
 
-    def _retire(self, child: _ChildProcess) -> None:
-        """Kill a child that overran or broke, and start its replacement in the background."""
+    def _retire(self, child: _ChildProcess, outcome: str) -> None:
+        """Kill a child that overran or broke, count why, and start its replacement in the background."""
         child.kill()
         with self._condition:
+            self.counts[outcome] += 1
             self._busy -= 1
             self._children.discard(child)
             self._start_missing_children()
