@@ -232,8 +232,8 @@ verl_ext_setting() {
     sync_offset_*) offset="${setting#sync_offset_}" ;;
     *) verl_ext_die "unknown setting '$setting'. Allowed: $VERL_EXT_SETTINGS" ;;
   esac
-  if ! verl_ext_is_count "$interval" || [ "$interval" -lt 1 ] || ! verl_ext_is_count "$offset"; then
-    verl_ext_die "setting '$setting': sync_interval must be an integer >= 1 and sync_offset an integer >= 0"
+  if ! verl_ext_is_count "$interval" || ! verl_ext_is_count "$offset" || [ "$interval" -lt 1 ]; then
+    verl_ext_die "setting '$setting': sync_interval must be an integer >= 1 and sync_offset an integer >= 0 (at most 9 digits)"
   fi
   VERL_EXT_CELL+=(
     "trainer.v1.trainer_mode=delayed_sync"
@@ -250,9 +250,11 @@ verl_ext_is_number() {
   esac
 }
 
+# A whole number of at most 9 digits: bash compares it without overflow (a longer one made `[ -lt ]` fail
+# with "integer expression expected" and let the value through).
 verl_ext_is_count() {
   case "$1" in
-    ''|*[!0-9]*) return 1 ;;
+    ''|*[!0-9]*|??????????*) return 1 ;;
     *) return 0 ;;
   esac
 }

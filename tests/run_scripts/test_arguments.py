@@ -102,3 +102,21 @@ def test_a_real_run_whose_check_passes_goes_on_to_data_and_main_ppo(tmp_path):
     assert modules == ["verl_ext.preflight", "data_prep.gsm8k", "verl.trainer.main_ppo"]
     preflight_argv, main_ppo_argv = called(calls)[0].split(" -- ", 1)[1], called(calls)[2].split(" ", 2)[2]
     assert preflight_argv == main_ppo_argv  # the very arguments main_ppo gets were checked
+
+
+@pytest.mark.parametrize("args,env,message", [
+    (("gsm8k", "grpo", "sync_interval_" + "9" * 25), {}, "sync_interval must be an integer >= 1"),
+    (("gsm8k", "grpo", "sync_offset_1234567890"), {}, "(at most 9 digits)"),
+    (("gsm8k", "grpo"), {"N_GPUS_PER_NODE": "9" * 20}, "N_GPUS_PER_NODE='" + "9" * 20 + "' must be an integer >= 1"),
+    (("gsm8k", "grpo"), {"NNODES": "-1"}, "NNODES='-1' must be an integer >= 1"),
+    (("gsm8k", "rec_oneside_nois@nan_0.2"), {}, "write the clipping range as NAME@EPS_LOW_EPS_HIGH"),
+])
+def test_huge_or_malformed_numbers_are_named_not_overflowed(tmp_path, args, env, message):
+    """bash compares integers in 64 bits: a longer one made `[ -lt ]` print "integer expression expected" and
+    let the value through."""
+    python, calls = recording_python(tmp_path)
+    result = run_script("run.sh", *args, env=script_environment(tmp_path, PYTHON=str(python), VERL_EXT_DRY_RUN="1", **env),
+                        timeout=TIMEOUT)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "integer expression expected" not in result.stderr
+    assert called(calls) == []
