@@ -8,8 +8,10 @@ GPU_TESTS_RUN = pytest.StashKey[bool]()
 
 
 def pytest_collection_modifyitems(config, items):
+    import os
+
     marked = [item for item in items if item.get_closest_marker("gpu") is not None]
-    if not marked:
+    if not marked or os.environ.get("VERL_EXT_GPU_TESTS_BACKEND") == "cpu":  # the rehearsal (tests/gpu/gpu_runs.py)
         return
     from verl_ext.gpu.device import gpu_unavailable_reason
 
@@ -42,9 +44,11 @@ def gpu_runs(tmp_path_factory):
 
     base = os.environ.get("VERL_EXT_GPU_TEST_DIR")
     base = Path(base) if base else tmp_path_factory.mktemp("gpu_runs")
-    assets = base / "tiny-gpu"
-    build_tiny_assets(assets, size="gpu")  # kept when current: same path, same overrides in every command
-    return GPURuns(base, assets)
+    backend = os.environ.get("VERL_EXT_GPU_TESTS_BACKEND", "gpu")
+    size = "cpu" if backend == "cpu" else "gpu"
+    assets = base / f"tiny-{size}"
+    build_tiny_assets(assets, size=size)  # kept when current: same path, same overrides in every command
+    return GPURuns(base, assets, backend)
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -21,6 +21,10 @@ A GPU session's commands are limited in time (the project's device tool: 10 minu
 can be spread over several pytest commands on the same node: with ``VERL_EXT_GPU_TEST_DIR=DIR`` every
 finished run is kept in DIR (``<name>/result.json`` records its overrides) and a later command reuses it
 instead of running it again, as long as its overrides are unchanged.
+
+Rehearsal without a GPU: ``VERL_EXT_GPU_TESTS_BACKEND=cpu pytest tests/gpu -m gpu`` runs the same runs on
+the CPU backend (float32, transformers rollout, the CPU tiny model) and does not skip the ``gpu`` tests:
+it checks the tests' own logic before GPU time is spent, and says nothing about vLLM or CUDA.
 """
 
 from __future__ import annotations
@@ -32,10 +36,38 @@ from tests.staleness import odd_count_reward
 from verl_ext.cpu.launch import CPURun, CPURunResult
 
 RUN_TIMEOUT_SECONDS = 15 * 60
+BACKEND_VARIABLE = "VERL_EXT_GPU_TESTS_BACKEND"  # "cpu": rehearse on the CPU backend (see the module docstring)
 DELAYED = "trainer.v1.trainer_mode=delayed_sync"
 SCHEDULE_3_1 = (DELAYED, "trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1")
 ON_POLICY = (DELAYED, "trainer.v1.delayed_sync.sync_interval=1", "trainer.v1.delayed_sync.sync_offset=0")
 SCHEDULE_STEPS, RESUME_AT, SAVE_FREQ, TEST_FREQ = 7, 4, 2, 3
+
+
+# run -> the loss it trains with (one run per loss family), whose own metrics it must log
+FAMILIES = {
+    "delayed_3_1": "rec_oneside_nois",
+    "offline_red_drop": "rec_reinforce",
+    "on_policy_opmd": "opmd",
+    "sync_rec_gspo": "rec_gspo_nois",
+    "red_weight": "red_weight",
+    "offpolicy_grpo": "offpolicy_grpo",
+}
+
+
+def expected_loss_metrics(loss_mode: str) -> set[str]:
+    """The metric names verl-ext's loss reports (``actor/<name>``), read off the loss itself."""
+    import torch
+
+    from verl_ext.catalog import Hyperparameters, policy_loss_spec
+
+    spec = policy_loss_spec(loss_mode)
+    shape = (4, 3)
+    behaviour_ratio = torch.ones(shape) if spec.old_log_prob == "current_and_behaviour" else None
+    terms = spec.compute(
+        torch.zeros(shape), torch.zeros(shape), torch.tensor([[1.0] * 3, [-1.0] * 3] * 2), torch.ones(shape),
+        behaviour_ratio, Hyperparameters(0.2, 0.2, 0.6, 2.0, 0.1, 1.0),
+    )
+    return {f"actor/{name}" for name in terms.metrics}
 
 
 def algorithm(estimator: str, loss: str) -> tuple[str, ...]:
@@ -83,8 +115,10 @@ class GPURuns:
     """Runs each spec once, on first use, and keeps the result (a failed run raises with its log's path);
     a finished run recorded in ``base_dir`` by an earlier command, with the same overrides, is reused."""
 
-    def __init__(self, base_dir: Path, assets_dir: Path):
-        self.base_dir, self.assets_dir = Path(base_dir), Path(assets_dir)
+    def __init__(self, base_dir: Path, assets_dir: Path, backend: str = "gpu"):
+        if backend not in ("gpu", "cpu"):
+            raise ValueError(f"{BACKEND_VARIABLE}={backend!r}: allowed gpu (default) or cpu")
+        self.base_dir, self.assets_dir, self.backend = Path(base_dir), Path(assets_dir), backend
         self.specs = run_specs(self.base_dir / "delayed_3_1_checkpoints")
         self._results: dict[str, CPURunResult] = {}
 
@@ -119,6 +153,13 @@ class GPURuns:
 
             if name == "resumed_3_1":
                 self["delayed_3_1"]  # noqa: B018 -- the checkpoint it resumes from
+            if self.backend == "cpu":
+                from verl_ext.cpu.launch import run_main_ppo
+
+                result = run_main_ppo(self.specs[name], self.base_dir, self.assets_dir, timeout=RUN_TIMEOUT_SECONDS)
+                print(f"\n[cpu rehearsal] {name}: {result.wall_seconds:.0f} s wall, log {result.log_path}")
+                self._results[name] = result.raise_for_error()
+                return self._results[name]
             result = self._recorded(name)
             if result is None:
                 result = run_gpu_main_ppo(self.specs[name], self.base_dir, self.assets_dir, timeout=RUN_TIMEOUT_SECONDS)

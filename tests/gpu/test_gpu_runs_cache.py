@@ -5,7 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.gpu.gpu_runs import GPURuns
+from tests.gpu.gpu_runs import FAMILIES, GPURuns, expected_loss_metrics, run_specs
 from verl_ext.cpu.run_metrics import read_step_metrics
 from verl_ext.gpu.launch import gpu_run_overrides, run_paths
 
@@ -26,3 +26,11 @@ def test_a_recorded_run_is_reused_while_its_overrides_are_unchanged(tmp_path):
     changed = GPURuns(tmp_path, tmp_path / "other-assets")  # another model path: the record does not match
     assert changed._recorded("red_weight") is None
     assert GPURuns(tmp_path / "empty", tmp_path / "assets")._recorded("red_weight") is None
+
+
+def test_every_family_run_trains_its_loss_and_the_loss_names_its_metrics(tmp_path):
+    """What the GPU tests expect of each family run, checked before any GPU time is spent on it."""
+    specs = run_specs(tmp_path)
+    for run, loss in FAMILIES.items():
+        assert f"actor_rollout_ref.actor.policy_loss.loss_mode={loss}" in specs[run].overrides, run
+        assert "actor/ppo_kl" in expected_loss_metrics(loss), loss
