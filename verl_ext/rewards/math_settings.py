@@ -14,8 +14,8 @@ variable                       default         allowed
                                                line) before its budget starts shrinking, in (0, 600]
 ``VERL_EXT_MATH_WORKERS``      min(4, CPUs)    an integer in [1, 64]
 ``VERL_EXT_MATH_SANDBOX``      ``process``     ``process`` or ``thread``
-``VERL_EXT_MATH_MEMORY_MB``    4096            an integer in [512, 1048576] (a child needs ~300 MB of
-                                               address space just to import sympy)
+``VERL_EXT_MATH_MEMORY_MB``    4096            an integer in [512, 1048576] (a child takes ~70 MB to
+                                               import sympy; a lower cap leaves sympy no room to work)
 =============================  ==============  =====================================================
 
 The upper bounds are finite on purpose: an infinite budget turns one runaway check into a reward call
@@ -79,10 +79,11 @@ def integer(name: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool):
         raise MathSettingsError(f"{name}={value!r}: {allowed}")
     try:
-        number = int(str(value).strip()) if isinstance(value, str) else int(value)
+        number = int(value.strip()) if isinstance(value, str) else int(value)
     except (TypeError, ValueError, OverflowError):
         raise MathSettingsError(f"{name}={value!r}: {allowed}") from None
-    if number != value and not isinstance(value, str) or not low <= number <= high:
+    truncated = not isinstance(value, str) and number != value  # 2.5 -> 2
+    if truncated or not low <= number <= high:
         raise MathSettingsError(f"{name}={value!r}: {allowed}")
     return number
 
