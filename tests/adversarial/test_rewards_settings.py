@@ -79,3 +79,17 @@ def test_a_bad_variable_stops_the_first_math_call_with_its_name_instead_of_scori
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert "MathSettingsError: VERL_EXT_MATH_TIMEOUT_S='0': expected seconds, a number in (0, 600]" in result.stderr
+
+
+def test_reward_kwargs_can_be_checked_before_a_run():
+    """A run's reward_kwargs (math_timeout_s=inf once passed and leaked a worker per call) fail before the
+    first batch through check_reward_options; other keys verl passes are left alone."""
+    from verl_ext.rewards import check_reward_options
+
+    assert check_reward_options(
+        {"math_timeout_s": "2.5", "toolace_mode": "partial", "toolace_strict_format": "true", "reward_router_address": 1}
+    ) == {"math_timeout_s": 2.5, "toolace_mode": "partial", "toolace_strict_format": True}
+    for bad, match in (({"math_timeout_s": "inf"}, "math_timeout_s='inf'"), ({"toolace_mode": "fuzzy"}, "toolace_mode"),
+                       ({"toolace_strict_format": "yes"}, "toolace_strict_format")):
+        with pytest.raises(ValueError, match=match):
+            check_reward_options(bad)

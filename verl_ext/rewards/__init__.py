@@ -37,7 +37,7 @@ scored 0 and reported as ``scorer_error=1.0``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Mapping
 
 from verl_ext.rewards import equivalence_pool, gsm8k, math, math_settings, toolace
 from verl_ext.rewards.reward_result import reward_result
@@ -77,14 +77,34 @@ def _as_flag(name: str, value: Any) -> bool:
     raise ValueError(f"{name}={value!r}: expected true or false")
 
 
+def _toolace_mode(value: Any) -> str:
+    mode = str(value)
+    if mode not in toolace.MODES:
+        raise ValueError(f"toolace_mode={mode!r}: expected one of {toolace.MODES}")
+    return mode
+
+
+_OPTION_CHECKS = {
+    "math_timeout_s": lambda value: math_settings.seconds("math_timeout_s", value),
+    "toolace_mode": _toolace_mode,
+    "toolace_strict_format": lambda value: _as_flag("toolace_strict_format", value),
+}
+
+
+def check_reward_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The reward options among ``options`` (e.g. a run's ``reward_kwargs``), checked, and the
+    ``VERL_EXT_MATH_*`` variables: what the first batch would otherwise fail on, for a check before a run
+    starts. Raises ``ValueError`` naming the key (or variable) and its allowed values; other keys pass."""
+    equivalence_pool.settings()
+    return {key: _OPTION_CHECKS[key](value) for key, value in options.items() if key in _OPTION_CHECKS and value is not None}
+
+
 def _scorer_for(data_source: str, extra_info: Any, kwargs: dict[str, Any]):
     """The scoring call for ``data_source`` with its options resolved (options are checked here)."""
     if data_source in GSM8K_SOURCES:
         return gsm8k.compute_score
     if data_source in TOOLACE_SOURCES:
-        mode = str(_option("toolace_mode", extra_info, kwargs, "exact"))
-        if mode not in toolace.MODES:
-            raise ValueError(f"toolace_mode={mode!r}: expected one of {toolace.MODES}")
+        mode = _toolace_mode(_option("toolace_mode", extra_info, kwargs, "exact"))
         strict = _as_flag("toolace_strict_format", _option("toolace_strict_format", extra_info, kwargs, False))
         return lambda solution, truth: toolace.compute_score(solution, truth, mode=mode, strict_format=strict)
     is_guru = data_source not in MATH_SOURCES and data_source.startswith(GURU_PREFIX)
