@@ -1,8 +1,8 @@
 """verl-ext's checks of a whole ``main_ppo`` config, run in the driver before Ray, data or any worker starts.
 
 One function, :func:`check_run_config`, owns the checks that verl's ``validate_config`` does not run for us:
-the batch arithmetic, the ``trainer.v1.delayed_sync`` block (in every trainer mode), and
-``algorithm.red_drop_seed``. The policy-loss keys are checked when verl builds the actor config
+the batch arithmetic, the ``trainer.v1.delayed_sync`` block (in every trainer mode),
+``algorithm.red_drop_seed`` and the actor's learning rate. The policy-loss keys are checked when verl builds the actor config
 (:mod:`verl_ext.config`, from inside ``validate_config``).
 
 Two callers, the same errors:
@@ -21,7 +21,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from verl_ext.config_values import reject, require_int
+from verl_ext.config_values import reject, require_int, require_number
 
 # Batch sizes and counts a step divides by: each must be an integer >= 1 before any arithmetic.
 BATCH_KEYS = (
@@ -34,6 +34,9 @@ BATCH_KEYS = (
 )
 
 RED_DROP_SEED = "algorithm.red_drop_seed"
+# verl's key, set by the run scripts' LEARNING_RATES and the lab's --lr: torch refuses a negative or NaN one
+# only in the actor workers (after Ray starts) and takes inf
+LEARNING_RATE = "actor_rollout_ref.actor.optim.lr"
 
 
 def check_run_config(config) -> None:
@@ -47,6 +50,7 @@ def check_run_config(config) -> None:
     seed = OmegaConf.select(config, RED_DROP_SEED, default=None)
     if seed is not None:
         require_int(RED_DROP_SEED, seed, 0, "RED-Drop seeds its generator with it (null: the default seed 1).")
+    require_number(LEARNING_RATE, _value(config, LEARNING_RATE), "a finite number >= 0", low=0)
 
 
 def _value(config, key: str) -> Any:

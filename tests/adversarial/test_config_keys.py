@@ -17,7 +17,7 @@ from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES, compose_recipe
 from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
 from verl_ext.cli import recipe_defaults
 from verl_ext.config_values import ConfigError
-from verl_ext.run_checks import validate_run_config
+from verl_ext.run_checks import LEARNING_RATE, validate_run_config
 
 NAN, INF = float("nan"), float("inf")
 # verl-ext uses this verl key (off-policy GRPO needs it >= 100); the recipe sets it only through a mirror
@@ -54,6 +54,7 @@ def bad_values(key: str, default) -> list:
 
 CASES = [(key, value) for key, default in KEYS.items() for value in bad_values(key, default)]
 CASES += [(THRESHOLD, value) for value in (NAN, INF, -INF)]
+CASES += [(LEARNING_RATE, value) for value in (NAN, INF, -INF, -1e-6, "abc")]  # the scripts' and the lab's knob
 
 
 def test_every_catalog_key_and_every_recipe_key_is_covered():
