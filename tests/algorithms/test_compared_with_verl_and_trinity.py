@@ -15,11 +15,11 @@ import itertools
 
 import pytest
 import torch
-from hydra.errors import InstantiationException
 from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
 from tests.recipe_config import actor_config, call_registered_loss, compose_recipe, loss_config
 from verl_ext.advantages import red_drop_advantages
+from verl_ext.config import RECPolicyLossConfig
 from verl_ext.config_values import ConfigError
 from verl_ext.losses import opmd_loss
 
@@ -139,12 +139,13 @@ def test_trinity_k2_coefficient_is_half_of_beta():
 
 
 def test_reg_form_is_checked_naming_key_and_values():
-    # Hydra wraps the ConfigError raised while it instantiates the policy-loss config; the message stays.
-    with pytest.raises((ConfigError, InstantiationException), match=r"policy_loss\.reg_form='squared' is invalid: allowed values are one of \['sequence', 'token'\]"):
-        loss_config("opmd", f"{REG_FORM}=squared")
+    """The checks verl runs when it builds the policy-loss config (driver and workers), called directly."""
+    with pytest.raises(ConfigError, match=r"policy_loss\.reg_form='squared' is invalid: allowed values are one of \['sequence', 'token'\]"):
+        RECPolicyLossConfig(loss_mode="opmd", reg_form="squared")
     # a non-default form where no loss reads it would be accepted and ignored: refused instead
-    with pytest.raises((ConfigError, InstantiationException), match=r"reg_form='token'.*Only \['opmd'\] read it"):
-        loss_config("rec_oneside_nois", f"{REG_FORM}=token")
+    with pytest.raises(ConfigError, match=r"reg_form='token'.*Only \['opmd'\] read it"):
+        RECPolicyLossConfig(loss_mode="rec_oneside_nois", reg_form="token")
+    assert RECPolicyLossConfig(loss_mode="opmd", reg_form="token").reg_form == "token"
 
 
 def ratios_batch(dual_clip_ratio: float | None):
@@ -225,11 +226,15 @@ def test_red_drop_conventions_agree_on_binary_rewards():
 
 def test_a_mirror_set_by_hand_is_refused_in_the_driver_naming_the_real_key():
     """``policy_loss.clip_ratio_low`` is the checks' copy of ``actor.clip_ratio_low``: no loss reads it."""
+    from omegaconf import OmegaConf
+
     from verl_ext.run_checks import check_run_config
 
-    check_run_config(compose_recipe())  # the recipe's own mirrors pass
+    config = compose_recipe()
+    check_run_config(config)  # the recipe's own mirrors pass
+    OmegaConf.update(config, "actor_rollout_ref.actor.policy_loss.clip_ratio_low", 0.3)  # what the override does
     with pytest.raises(ConfigError, match=r"policy_loss\.clip_ratio_low=0\.3 is invalid.*set actor_rollout_ref\.actor\.clip_ratio_low instead"):
-        check_run_config(compose_recipe("actor_rollout_ref.actor.policy_loss.clip_ratio_low=0.3"))
+        check_run_config(config)
 
 
 def test_rec_estimator_is_verls_grpo_without_std_except_for_groups_of_one():
