@@ -14,6 +14,7 @@ from verl_ext.cpu.launch import CPURun
 from verl_ext.gpu.launch import gpu_main_ppo_command
 from verl_ext.cpu.profile import override_key
 from verl_ext.gpu.profile import (
+from verl_ext.gpu.device import gpu_unavailable_reason
     RUN_OVERRIDE_REASONS,
     SMOKE_OVERRIDE_REASONS,
     gpu_overrides,
@@ -156,6 +157,7 @@ def test_cpu_and_gpu_smoke_together_are_refused(tmp_path):
     assert result.returncode == 2 and "exclude each other" in result.stderr
 
 
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="this machine has a CUDA GPU and vLLM")
 def test_gpu_smoke_without_a_gpu_stops_before_anything_starts(tmp_path):
     """On this CPU machine the script's GPU smoke stops at its GPU check, naming what it found."""
     result = run_script("run.sh", "gsm8k", "grpo", env=script_environment(tmp_path, VERL_EXT_GPU_SMOKE="1"), timeout=120)
