@@ -34,9 +34,9 @@ def recipe_defaults() -> dict:
     """The recipe config's own values (before composition with verl's), keyed by dotted path."""
     from omegaconf import OmegaConf
 
-    from verl_ext.cpu.launch import RECIPE_CONFIG_NAME, recipe_config_dir  # found by path: verl's wheel has a `recipe/` too
+    from verl_ext import recipe  # the packaged file (a checkout's recipe/rec/config/rec_trainer.yaml links to it)
 
-    text = (recipe_config_dir() / f"{RECIPE_CONFIG_NAME}.yaml").read_text(encoding="utf-8")
+    text = (recipe.config_dir() / f"{recipe.CONFIG_NAME}.yaml").read_text(encoding="utf-8")
     config = OmegaConf.create(text)
     flat = {}
 
@@ -140,6 +140,13 @@ def doctor_checks():
         yield "trainer mode", True, "trainer.v1.trainer_mode=delayed_sync"
     except Exception as error:
         yield "trainer mode", False, f"delayed_sync not registered: {error}"
+
+    from verl_ext import recipe
+
+    try:
+        yield "recipe config", True, f"--config-path={recipe.config_dir()} --config-name={recipe.CONFIG_NAME}"
+    except FileNotFoundError as error:
+        yield "recipe config", False, str(error)
 
 
 def doctor_main(argv) -> int:
