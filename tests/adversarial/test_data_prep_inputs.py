@@ -488,7 +488,7 @@ def test_gsm8k_final_answer_never_guesses(number):
     assert value == stripped.replace(",", "")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.one_of(
     st.binary(max_size=40),
     st.builds(lambda q, a: json.dumps({"question": q, "answer": a}).encode(), st.text(max_size=8), st.text(max_size=8)),
