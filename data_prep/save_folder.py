@@ -40,8 +40,9 @@ def check_save_dir(save_dir: str | Path, dataset_path: str | Path | None, input_
     """The resolved save folder; a DataPrepError when it is a file or overlaps the inputs.
 
     Refused: a save folder that is a file (or below one); equal to or inside the raw folder
-    ``dataset_path``; equal to or inside an input file; a folder where an output would replace an input.
-    A raw folder *inside* the save folder is fine (outputs never touch subfolders).
+    ``dataset_path``; the folder holding an input file (Guru's math file given by its path: an output or
+    a stale output's removal could hit it). A raw folder *inside* the save folder is fine (outputs never
+    touch subfolders).
     """
     given = Path(save_dir).expanduser()
     target = given.resolve()
@@ -57,6 +58,12 @@ def check_save_dir(save_dir: str | Path, dataset_path: str | Path | None, input_
             raise DataPrepError(
                 f"--local_save_dir {given} is (or is inside) the raw input {place}: the outputs could replace "
                 "the raw files; choose another folder"
+            )
+    for path in input_files:
+        if Path(path).resolve().parent == target:
+            raise DataPrepError(
+                f"--local_save_dir {given} holds the raw input file {Path(path).name}: the outputs could replace "
+                "it; choose another folder"
             )
     return target
 

@@ -182,9 +182,14 @@ def test_a_folder_where_an_output_goes_is_refused_before_anything_moves(tmp_path
     assert MANIFEST_NAME in snapshot(save_dir)
 
 
-def test_guru_save_dir_over_its_input_file_is_refused(tmp_path, capsys, guru_file):
+def test_guru_save_dir_over_or_beside_its_input_file_is_refused(tmp_path, capsys, guru_file):
     status = guru.main(["--local_save_dir", str(guru_file), "--local_dataset_path", str(guru_file)])
     assert status == 2 and "exists and is not a folder" in capsys.readouterr().err
+    named_like_an_output = guru_file.rename(guru_file.with_name("train.parquet"))  # a path, not a folder
+    before = snapshot(tmp_path)
+    status = guru.main(["--local_save_dir", str(tmp_path), "--local_dataset_path", str(named_like_an_output)])
+    assert status == 2 and "holds the raw input file train.parquet" in capsys.readouterr().err
+    assert snapshot(tmp_path) == before
 
 
 def test_a_raw_folder_inside_the_save_folder_is_fine(tmp_path, capsys):
