@@ -8,8 +8,9 @@ model: ``sync`` mode, then for each (m, n) of ``--grid`` ``delayed_sync`` withou
 resident engine). The rollout server, the agent-loop and reward workers and the FSDP actor are separate
 processes, so the overlap is real; on a 2-core machine they also compete for the same cores.
 
-Figures per run, over its steady steps (from the first step after the start-up interval(s), see
-``StalenessSchedule.steps_generated_with(0)``; from step 1 in ``sync`` mode), from verl's logged metrics:
+Figures per run, over its steady steps (:meth:`OverlapRun.steady_steps`: whole intervals from the first
+sync point after step 0, each with its push and the generation of its m batches, ending before a sync
+point whose generation the run would cut short; from step 1 on in ``sync`` mode), from verl's logged metrics:
 
 - steps/s: steady steps / the sum of their ``timing_s/step``;
 - generation s/step: ``staleness/engine_busy_s`` (the engine generating training batches, per step window);
@@ -56,13 +57,20 @@ class OverlapRun:
     overlap: bool
     overrides: tuple[str, ...]
 
-    def first_steady_step(self) -> int:
+    def steady_steps(self, total_steps: int) -> range:
+        """The steps whose time is compared: whole cycles of m steps, each holding one sync point (push and
+        generation of m batches), from the first sync point after step 0 (step 0 and the start-up
+        generation before it pay one-off costs) up to the last sync point whose m batches are all
+        generated within ``total_steps``. In sync mode every step from step 1 on."""
         if self.interval is None:
-            return 1  # sync mode: the first step also waits for the agent-loop workers' start
+            return range(1, total_steps)
         from verl_ext.staleness.schedule import StalenessSchedule
 
         schedule = StalenessSchedule(sync_interval=self.interval, sync_offset=self.offset)
-        return len(schedule.steps_generated_with(0, 10**6))
+        first = next(step for step in range(1, total_steps + self.interval) if schedule.synced_after(step))
+        # the sync after step s generates steps s + 1 + n .. s + n + m
+        cycles = max(0, (total_steps - first - self.offset) // self.interval)
+        return range(first, first + cycles * self.interval)
 
 
 def overlap_grid(grid: Sequence[tuple[int, int]] = DEFAULT_GRID) -> list[OverlapRun]:
@@ -82,9 +90,11 @@ def overlap_grid(grid: Sequence[tuple[int, int]] = DEFAULT_GRID) -> list[Overlap
 
 def run_figures(run: OverlapRun, steps: list[dict]) -> dict:
     """Steady-state figures of one run from its logged step metrics (verl's file logger records)."""
-    steady = [record for record in steps if record["step"] - 1 >= run.first_steady_step()]
-    if not steady:
-        raise ValueError(f"{run.name}: no steady step logged (first steady step {run.first_steady_step()}, {len(steps)} logged)")
+    total = max((record["step"] for record in steps), default=0)
+    wanted = run.steady_steps(total)
+    steady = [record for record in steps if record["step"] - 1 in wanted]
+    if not steady or len(steady) != len(wanted):
+        raise ValueError(f"{run.name}: steady steps {wanted} not all logged ({len(steps)} steps logged); run more steps")
     step_seconds = [record["timing_s/step"] for record in steady]
     figures = {"steady_steps": len(steady), "steps_per_second": len(steady) / sum(step_seconds),
                "seconds_per_step": statistics.mean(step_seconds)}
@@ -137,7 +147,8 @@ def headline_figures(summary: dict[str, dict], sync: dict | None) -> dict[str, s
 
 
 def measure_grid(
-    launch: Callable, grid: Sequence[tuple[int, int]], steps: int, extra_overrides: Sequence[str] = ()
+    launch: Callable, grid: Sequence[tuple[int, int]], steps: int, extra_overrides: Sequence[str] = (),
+    with_sync: bool = True,
 ) -> dict[str, dict]:
     """Run :func:`overlap_grid` with ``launch(CPURun) -> CPURunResult`` (any launcher of verl_ext: the CPU
     session's, the GPU one); ``extra_overrides`` go to every run. The figures of each run, by name."""
@@ -145,6 +156,8 @@ def measure_grid(
 
     results = {}
     for run in overlap_grid(grid):
+        if run.name == SYNC and not with_sync:
+            continue
         load = os.getloadavg()[0]
         result = launch(CPURun(run.name, steps=steps, overrides=(*extra_overrides, *run.overrides))).raise_for_error()
         results[run.name] = run_figures(run, result.steps)
@@ -154,14 +167,14 @@ def measure_grid(
     return results
 
 
-def bench_cpu(grid: Sequence[tuple[int, int]], steps: int, scratch: Path) -> dict[str, dict]:
+def bench_cpu(grid: Sequence[tuple[int, int]], steps: int, scratch: Path, with_sync: bool = True) -> dict[str, dict]:
     from verl_ext.cpu.launch import CPURaySession
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = scratch / "assets"
     build_tiny_assets(assets)
     with CPURaySession(scratch / "runs", assets) as session:
-        return measure_grid(session.run, grid, steps)
+        return measure_grid(session.run, grid, steps, with_sync=with_sync)
 
 
 def bench_gpu_overlap(
@@ -197,14 +210,15 @@ def parse_grid(values: Sequence[str]) -> list[tuple[int, int]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=16, help="training steps per run (default 16)")
+    parser.add_argument("--steps", type=int, default=16, help="training steps per run (default 16: two (4,4) cycles)")
     parser.add_argument("--grid", nargs="+", default=[f"{m},{n}" for m, n in DEFAULT_GRID], help="m,n pairs")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    parser.add_argument("--skip-sync", action="store_true", help="leave out verl's sync mode run")
     args = parser.parse_args(argv)
     grid = parse_grid(args.grid)
     load_start = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="bench_overlap_") as scratch:
-        results = bench_cpu(grid, args.steps, Path(scratch))
+        results = bench_cpu(grid, args.steps, Path(scratch), with_sync=not args.skip_sync)
     summary = summarise(results)
     load_end = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     print(json.dumps({"summary": summary}, indent=2))

@@ -24,9 +24,13 @@ def test_every_delayed_sync_run_of_the_grid_passes_the_config_check():
         assert (block.sync_interval, block.sync_offset, block.overlap) == (run.interval, run.offset, run.overlap)
 
 
-def test_steady_steps_start_after_the_start_up_interval():
-    first = {run.name: run.first_steady_step() for run in bench_overlap.overlap_grid()}
-    assert first["sync"] == 1 and first["delayed_1_1"] == 2 and first["delayed_4_1"] == 4 and first["delayed_4_4"] == 8
+def test_steady_steps_are_whole_cycles_with_their_generation():
+    runs = {run.name: run for run in bench_overlap.overlap_grid()}
+    assert runs["sync"].steady_steps(16) == range(1, 16)
+    assert runs["delayed_1_1"].steady_steps(16) == range(1, 15)  # the sync after step 14 generates step 16
+    assert runs["delayed_4_1"].steady_steps(16) == range(2, 14)  # syncs after 2, 6, 10 generate steps 4-15
+    assert runs["delayed_4_4"].steady_steps(16) == range(3, 11)  # syncs after 3, 7 generate steps 8-15
+    assert runs["delayed_4_4"].steady_steps(14) == range(3, 7)
 
 
 def records(count: int, step_seconds: float, wait: float, busy: float, hidden: float) -> list[dict]:
@@ -46,16 +50,16 @@ def records(count: int, step_seconds: float, wait: float, busy: float, hidden: f
 
 def test_figures_and_the_limit():
     runs = {run.name: run for run in bench_overlap.overlap_grid([(1, 1)])}
-    start_up = records(2, 100.0, 0.0, 0.0, 0.0)  # steps 0-1: the start-up, left out
+    start_up = records(1, 100.0, 0.0, 0.0, 0.0)  # step 0: one-off costs, left out
     results = {
         "sync": bench_overlap.run_figures(runs["sync"], [{"step": 1, "timing_s/step": 100.0}] + [{"step": s, "timing_s/step": 2.0} for s in (2, 3)]),
         # without overlap: 1.0 s training + 0.6 s waiting for a 0.6 s generation
-        "delayed_1_1": bench_overlap.run_figures(runs["delayed_1_1"], start_up + records(8, 1.6, 0.6, 0.6, 0.0)[2:]),
+        "delayed_1_1": bench_overlap.run_figures(runs["delayed_1_1"], start_up + records(8, 1.6, 0.6, 0.6, 0.0)[1:]),
         # with overlap: 1.1 s per step, generation hidden
-        "delayed_1_1_overlap": bench_overlap.run_figures(runs["delayed_1_1_overlap"], start_up + records(8, 1.1, 0.1, 0.6, 0.5)[2:]),
+        "delayed_1_1_overlap": bench_overlap.run_figures(runs["delayed_1_1_overlap"], start_up + records(8, 1.1, 0.1, 0.6, 0.5)[1:]),
     }
     assert results["sync"]["steps_per_second"] == pytest.approx(0.5)
-    assert results["delayed_1_1"]["steady_steps"] == 6
+    assert results["delayed_1_1"]["steady_steps"] == 6  # steps 1-6 of 8 (the sync after step 7 generates step 9)
     assert results["delayed_1_1"]["train_seconds_per_step"] == pytest.approx(1.0)
     row = bench_overlap.summarise(results)["delayed_1_1"]
     assert row["limit_steps_per_second"] == pytest.approx(1.0)  # 1 / max(1.0 train, 0.6 generation)
@@ -69,7 +73,7 @@ def test_figures_and_the_limit():
 
 def test_a_run_without_steady_steps_is_an_error():
     run = bench_overlap.overlap_grid([(4, 4)])[-1]
-    with pytest.raises(ValueError, match="no steady step logged"):
+    with pytest.raises(ValueError, match="not all logged"):
         bench_overlap.run_figures(run, records(8, 1.0, 0.0, 0.0, 0.0))
 
 
