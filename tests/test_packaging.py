@@ -74,8 +74,8 @@ def test_the_recipe_config_ships_in_verl_ext_and_is_the_checkouts_file(built):
 def test_an_install_without_a_checkout_finds_its_packaged_recipe(built):
     """``verl-ext list`` reads the recipe's defaults from the installed package (run from outside the checkout)."""
     code = (
-        "from verl_ext.cli import recipe_defaults; from verl_ext.cpu.launch import recipe_config_dir; "
-        "print(recipe_config_dir()); print(recipe_defaults()['actor_rollout_ref.actor.policy_loss._target_'])"
+        "from verl_ext.cli import recipe_defaults; from verl_ext.recipe import config_dir; "
+        "print(config_dir()); print(recipe_defaults()['actor_rollout_ref.actor.policy_loss._target_'])"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=built.parent, capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(built), "PATH": ""}
