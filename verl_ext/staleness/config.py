@@ -5,13 +5,12 @@ constructor: in verl's single controller (the TaskRunner), before any worker gro
 reward worker exists. Every error names the config key and the values it accepts.
 """
 
-import math
 from dataclasses import dataclass, fields
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_ext.config_values import ConfigError, reject, require_int
+from verl_ext.config_values import ConfigError, is_finite_number, is_int, reject, require_int
 from verl_ext.staleness.schedule import StalenessSchedule
 
 TRAINER_MODE = "delayed_sync"
@@ -62,13 +61,9 @@ _ALLOWED = {
 OVERLAP_MEMORY_HEADROOM = 0.05
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _is_fraction(value: Any) -> bool:
     """A finite number strictly between 0 and 1."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 < value < 1
+    return is_finite_number(value) and 0 < value < 1
 
 
 def _reject(key: str, value: Any, allowed: str, why: str = "") -> None:
@@ -89,9 +84,9 @@ def read_delayed_sync_block(block: Any) -> DelayedSyncConfig:
             f"{CONFIG_KEY} has unknown key(s) {', '.join(unknown)}: allowed keys are {', '.join(_ALLOWED)}."
         )
     values = {field.name: block.get(field.name, field.default) for field in fields(DelayedSyncConfig)}
-    if not _is_int(values["sync_interval"]) or values["sync_interval"] < 1:
+    if not is_int(values["sync_interval"]) or values["sync_interval"] < 1:
         _reject(f"{CONFIG_KEY}.sync_interval", values["sync_interval"], _ALLOWED["sync_interval"])
-    if not _is_int(values["sync_offset"]) or values["sync_offset"] < 0:
+    if not is_int(values["sync_offset"]) or values["sync_offset"] < 0:
         _reject(f"{CONFIG_KEY}.sync_offset", values["sync_offset"], _ALLOWED["sync_offset"])
     for key in ("offline", "measure_mismatch", "zero_variance_masking", "overlap"):
         if not isinstance(values[key], bool):
@@ -233,7 +228,7 @@ def _check_zero_variance_masking(config: DictConfig) -> None:
         "sampling time (rule-based rewards, or a reward model in its own resource pool).",
     )
     group_size = OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=1)
-    if not _is_int(group_size) or group_size < 2:
+    if not is_int(group_size) or group_size < 2:
         _reject(
             "actor_rollout_ref.rollout.n",
             group_size,
