@@ -10,11 +10,10 @@ import pytest
 
 from tests.run_scripts.scripts import FIGURE_GRIDS, REPO, queued_runs, run_script, script_environment
 from verl_ext import preflight
-from verl_ext.cpu.launch import CPURun
-from verl_ext.gpu.launch import gpu_main_ppo_command
 from verl_ext.cpu.profile import override_key
-from verl_ext.gpu.profile import (
 from verl_ext.gpu.device import gpu_unavailable_reason
+from verl_ext.gpu.launch import gpu_main_ppo_command
+from verl_ext.gpu.profile import (
     RUN_OVERRIDE_REASONS,
     SMOKE_OVERRIDE_REASONS,
     gpu_overrides,
