@@ -2,7 +2,9 @@
 
 One function, :func:`check_run_config`, owns the checks that verl's ``validate_config`` does not run for us:
 the batch arithmetic, the ``trainer.v1.delayed_sync`` block (in every trainer mode),
-``algorithm.red_drop_seed`` and the actor's learning rate. The policy-loss keys are checked when verl builds the actor config
+``algorithm.red_drop_seed``, the actor's learning rate and, when the custom reward function is verl-ext's,
+its ``reward_kwargs`` and the ``VERL_EXT_MATH_*`` variables (else the first batch would fail on them, after
+Ray and the engine have started). The policy-loss keys are checked when verl builds the actor config
 (:mod:`verl_ext.config`, from inside ``validate_config``).
 
 Two callers, the same errors:
@@ -21,7 +23,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from verl_ext.config_values import reject, require_int, require_number
+from verl_ext.config_values import ConfigError, reject, require_int, require_number
 
 # Batch sizes and counts a step divides by: each must be an integer >= 1 before any arithmetic.
 BATCH_KEYS = (
@@ -37,6 +39,7 @@ RED_DROP_SEED = "algorithm.red_drop_seed"
 # verl's key, set by the run scripts' LEARNING_RATES and the lab's --lr: torch refuses a negative or NaN one
 # only in the actor workers (after Ray starts) and takes inf
 LEARNING_RATE = "actor_rollout_ref.actor.optim.lr"
+REWARD_FUNCTION = "reward.custom_reward_function"
 
 
 def check_run_config(config) -> None:
@@ -51,10 +54,32 @@ def check_run_config(config) -> None:
     if seed is not None:
         require_int(RED_DROP_SEED, seed, 0, "RED-Drop seeds its generator with it (null: the default seed 1).")
     require_number(LEARNING_RATE, _value(config, LEARNING_RATE), "a finite number >= 0", low=0)
+    check_verl_ext_reward_options(config)
 
 
 def _value(config, key: str) -> Any:
     return OmegaConf.select(config, key, default=None)
+
+
+def uses_verl_ext_rewards(path: Any) -> bool:
+    """Whether ``reward.custom_reward_function.path`` names verl-ext's reward module (``pkg://verl_ext.rewards``
+    or a file path inside ``verl_ext/rewards``)."""
+    text = str(path or "").replace("\\", "/")
+    return text.startswith("pkg://verl_ext.rewards") or "verl_ext/rewards" in text
+
+
+def check_verl_ext_reward_options(config) -> None:
+    """verl-ext's reward options (``reward_kwargs``) and ``VERL_EXT_MATH_*`` variables, checked in the driver."""
+    function = _value(config, REWARD_FUNCTION) or {}
+    if not uses_verl_ext_rewards(function.get("path")):
+        return
+    from verl_ext.rewards import check_reward_options
+
+    options = function.get("reward_kwargs") or {}
+    try:
+        check_reward_options(OmegaConf.to_container(options, resolve=True) if OmegaConf.is_config(options) else dict(options))
+    except ValueError as error:  # names the option or variable and its allowed values
+        raise ConfigError(f"{REWARD_FUNCTION}.reward_kwargs / environment: {error}") from error
 
 
 def check_batch_arithmetic(config) -> None:

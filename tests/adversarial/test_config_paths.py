@@ -25,6 +25,13 @@ BAD = {
     "nan loss key": (("actor_rollout_ref.actor.policy_loss.reg_coef=nan",),
                      "actor_rollout_ref.actor.policy_loss.reg_coef=nan is invalid"),
     "nan seed": (("algorithm.adv_estimator=red_drop", "algorithm.red_drop_seed=nan"), "algorithm.red_drop_seed=nan is invalid"),
+    # failed at the first batch's reward, after Ray and the rollout engine had started
+    "infinite math budget": (("reward.custom_reward_function.path=pkg://verl_ext.rewards",
+                              "+reward.custom_reward_function.reward_kwargs.math_timeout_s=inf"),
+                             "math_timeout_s=inf: expected seconds"),
+    "unknown ToolACE mode": (("reward.custom_reward_function.path=pkg://verl_ext.rewards",
+                              "+reward.custom_reward_function.reward_kwargs.toolace_mode=fuzzy"),
+                             "toolace_mode"),
 }
 
 
