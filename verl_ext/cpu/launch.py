@@ -105,30 +105,36 @@ class CPURunResult:
         return self
 
 
-def run_paths(base_dir: Path, run: CPURun) -> dict[str, Path]:
-    run_dir = Path(base_dir).resolve() / PROJECT_NAME / run.name
+def run_paths(base_dir: Path, run: CPURun, project: str = PROJECT_NAME) -> dict[str, Path]:
+    """Where a run of ``project`` writes (the CPU and GPU launchers share the layout)."""
+    run_dir = Path(base_dir).resolve() / project / run.name
     return {
         "run_dir": run_dir,
-        "metrics": file_logger_path(Path(base_dir).resolve(), PROJECT_NAME, run.name),
+        "metrics": file_logger_path(Path(base_dir).resolve(), project, run.name),
         "events": run_dir / "rollout_events.jsonl",
         "checkpoints": Path(run.checkpoint_dir).resolve() if run.checkpoint_dir else run_dir / "checkpoints",
         "log": run_dir / "main_ppo.log",
     }
 
 
-def run_overrides(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str]:
-    """The full override list of ``run``: CPU profile, then bookkeeping, then the run's own overrides."""
-    paths = run_paths(base_dir, run)
-    bookkeeping = [
+def bookkeeping_overrides(run: CPURun, paths: dict[str, Path], project: str) -> list[str]:
+    """Steps, names and checkpoint folder of a harness run; no validation or checkpoint unless the run asks."""
+    return [
         f"trainer.total_training_steps={run.steps}",
-        f"trainer.project_name={PROJECT_NAME}",
+        f"trainer.project_name={project}",
         f"trainer.experiment_name={run.name}",
         f"trainer.default_local_dir={paths['checkpoints']}",
         "trainer.val_before_train=False",
         "trainer.test_freq=-1",
         "trainer.save_freq=-1",
-        f"+actor_rollout_ref.rollout.engine_kwargs.cpu.event_log={paths['events']}",
     ]
+
+
+def run_overrides(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str]:
+    """The full override list of ``run``: CPU profile, then bookkeeping, then the run's own overrides."""
+    paths = run_paths(base_dir, run)
+    bookkeeping = bookkeeping_overrides(run, paths, PROJECT_NAME)
+    bookkeeping.append(f"+actor_rollout_ref.rollout.engine_kwargs.cpu.event_log={paths['events']}")
     return merge_overrides(cpu_overrides(assets_dir), bookkeeping, run.overrides)
 
 

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from verl_ext.cpu import launch as cpu_launch
 from verl_ext.cpu.launch import CPURun, CPURunResult
-from verl_ext.cpu.run_metrics import file_logger_path
 from verl_ext.cpu.profile import merge_overrides
 from verl_ext.gpu.profile import gpu_environment, gpu_overrides
 
@@ -30,27 +30,12 @@ PROJECT_NAME = "verl_ext_gpu"
 
 
 def run_paths(base_dir: Path, run: CPURun) -> dict[str, Path]:
-    run_dir = Path(base_dir).resolve() / PROJECT_NAME / run.name
-    return {
-        "run_dir": run_dir,
-        "metrics": file_logger_path(Path(base_dir).resolve(), PROJECT_NAME, run.name),
-        "checkpoints": Path(run.checkpoint_dir).resolve() if run.checkpoint_dir else run_dir / "checkpoints",
-        "log": run_dir / "main_ppo.log",
-    }
+    return cpu_launch.run_paths(base_dir, run, PROJECT_NAME)
 
 
 def gpu_run_overrides(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str]:
     """The full override list of ``run`` on one GPU: GPU profile, then bookkeeping, then the run's own."""
-    paths = run_paths(base_dir, run)
-    bookkeeping = [
-        f"trainer.total_training_steps={run.steps}",
-        f"trainer.project_name={PROJECT_NAME}",
-        f"trainer.experiment_name={run.name}",
-        f"trainer.default_local_dir={paths['checkpoints']}",
-        "trainer.val_before_train=False",
-        "trainer.test_freq=-1",
-        "trainer.save_freq=-1",
-    ]
+    bookkeeping = cpu_launch.bookkeeping_overrides(run, run_paths(base_dir, run), PROJECT_NAME)
     return merge_overrides(gpu_overrides(assets_dir), bookkeeping, run.overrides)
 
 
