@@ -93,7 +93,7 @@ def convert_split(
                 raise MalformedRecordError(raw.source, record.location, *problems[index])
             else:
                 report.rows_out -= 1
-                report.skip(*problems[index])
+                report.skip(*problems[index], location=record.location)
         pending.clear()
 
     records = tqdm(
@@ -118,7 +118,7 @@ def convert_split(
             if strict:
                 check_pending()  # an earlier record's problem is the first one
                 raise MalformedRecordError(raw.source, record.location, malformed.field, malformed.reason) from None
-            report.skip(malformed.field, malformed.reason)
+            report.skip(malformed.field, malformed.reason, location=record.location)
             continue
         if produced:
             report.rows_out += 1

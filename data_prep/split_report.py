@@ -17,6 +17,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+# Locations kept per skip reason (the first ones met), so a user can open the file at a skipped row.
+SKIP_EXAMPLES = 5
+
 
 class DataPrepError(Exception):
     """A problem with the input or the options: the command prints it and exits with status 2."""
@@ -54,6 +57,8 @@ class SplitReport:
 
     ``notes`` are remarks on the whole split (a column stored as text, duplicates across splits);
     ``turns`` is an optional second report, in its own unit, on the parts of the records (ToolACE).
+    ``skipped_at`` keeps, per skip reason, the locations (row and line) of its first :data:`SKIP_EXAMPLES`
+    records.
     """
 
     dataset: str
@@ -66,9 +71,15 @@ class SplitReport:
     unit: str = "rows"
     notes: list[str] = field(default_factory=list)
     turns: "SplitReport | None" = None
+    skipped_at: dict = field(default_factory=dict)
 
-    def skip(self, field_name: str, reason: str) -> None:
-        self.skipped[f"{field_name}: {reason}"] += 1
+    def skip(self, field_name: str, reason: str, location: str | None = None) -> None:
+        key = f"{field_name}: {reason}"
+        self.skipped[key] += 1
+        if location is not None:
+            examples = self.skipped_at.setdefault(key, [])
+            if len(examples) < SKIP_EXAMPLES:
+                examples.append(location)
 
     def filter(self, reason: str, count: int = 1) -> None:
         self.filtered[reason] += count
@@ -96,6 +107,7 @@ class SplitReport:
             "in": self.rows_in,
             "out": self.rows_out,
             "skipped": dict(self.skipped),
+            "skipped_at": {reason: list(locations) for reason, locations in self.skipped_at.items()},
             "filtered": dict(self.filtered),
             "notes": list(self.notes),
         }
@@ -110,12 +122,23 @@ class SplitReport:
             f"{self.rows_out}, skipped {self.rows_skipped}"
             + (f", filtered {self.rows_filtered}" if self.filtered else "")
         ]
-        lines += [f"    skipped {count:>6}  {reason}" for reason, count in self.skipped.most_common()]
+        lines += [
+            f"    skipped {count:>6}  {reason}{_locations(self.skipped_at.get(reason), count)}"
+            for reason, count in self.skipped.most_common()
+        ]
         lines += [f"    filtered {count:>5}  {reason}" for reason, count in self.filtered.most_common()]
         lines += [f"    note: {note}" for note in self.notes]
         if self.turns is not None:
             lines.append(self.turns.render())
         return "\n".join(lines)
+
+
+def _locations(locations: list[str] | None, count: int) -> str:
+    """`` (at row 3 (line 4), ...)``: where the first records skipped for one reason are."""
+    if not locations:
+        return ""
+    more = ", ..." if count > len(locations) else ""
+    return f" (at {', '.join(locations)}{more})"
 
 
 def text_field(data: dict, name: str) -> str:

@@ -173,7 +173,7 @@ def make_converter(multi_turn: bool, strict: bool, reward_options: dict[str, Any
                 if strict:
                     where = f"conversations[{position}].value" if field.startswith("conversations") else field
                     raise MalformedRecord(where, f"{reason}: {detail}" if detail else reason)
-                turn_report.skip(field, reason)
+                turn_report.skip(field, reason, location=f"{record.location}, conversations[{position}]")
                 skipped_turns += 1
                 continue
             rows.append(row)

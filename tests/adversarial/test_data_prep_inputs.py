@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,11 +266,16 @@ def test_row_problem_is_a_counted_skip_and_a_strict_stop(prep, tmp_path, case):
     assert reason in outcome.out, outcome.out
     assert "Traceback" not in outcome.err
     assert_counts_add_up(outcome)
+    bad_row = 1 if dataset in ("gsm8k", "math") else 4  # after the good records the builders write first
+    # the counted skip says where: on screen and in the manifest
+    assert re.search(rf"\(at row {bad_row}\b", outcome.out), outcome.out
+    where = json.dumps([report.get("turns", report)["skipped_at"] for report in outcome.reports()] +
+                       [report["skipped_at"] for report in outcome.reports()])
+    assert re.search(rf"row {bad_row}\b", where), where
     text = json.dumps([outcome.rows("train"), outcome.rows("test")])
     assert SURROGATE not in text
     strict = prep(dataset, raw, *flags, "--strict")
     assert strict.status == 2 and "Traceback" not in strict.err
-    bad_row = 1 if dataset in ("gsm8k", "math") else 4  # after the good records the builders write first
     assert f": row {bad_row}" in strict.err and "field '" in strict.err, strict.err
     assert "error: " + str(raw) in strict.err
 
