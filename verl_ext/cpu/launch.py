@@ -158,15 +158,20 @@ def _result(run: CPURun, paths: dict[str, Path], started: float, error: Optional
     )
 
 
-def main_ppo_command(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str]:
+def main_ppo_argv(run: CPURun, overrides: list[str]) -> list[str]:
+    """``python -m verl.trainer.main_ppo`` with the run's config and ``overrides`` (CPU and GPU launchers)."""
     return [
         sys.executable,
         "-m",
         "verl.trainer.main_ppo",
         f"--config-path={run.resolved_config_dir()}",
         f"--config-name={run.config_name}",
-        *run_overrides(run, base_dir, assets_dir),
+        *overrides,
     ]
+
+
+def main_ppo_command(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str]:
+    return main_ppo_argv(run, run_overrides(run, base_dir, assets_dir))
 
 
 def run_main_ppo(

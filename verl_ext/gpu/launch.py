@@ -16,7 +16,6 @@ Each run writes into ``<base_dir>/verl_ext_gpu/``: ``<name>.jsonl`` (verl's file
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -40,14 +39,7 @@ def gpu_run_overrides(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str
 
 
 def gpu_main_ppo_command(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "verl.trainer.main_ppo",
-        f"--config-path={run.resolved_config_dir()}",
-        f"--config-name={run.config_name}",
-        *gpu_run_overrides(run, base_dir, assets_dir),
-    ]
+    return cpu_launch.main_ppo_argv(run, gpu_run_overrides(run, base_dir, assets_dir))
 
 
 def run_gpu_main_ppo(
