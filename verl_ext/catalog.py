@@ -56,6 +56,8 @@ class PolicyLossSpec:
     old_log_prob: str = "behaviour"
     uses_outer_margins: bool = False
     regularizer: bool = False  # a term that gives every response a gradient, whatever its advantage
+    # the actor.loss_agg_mode the paper's formula is (None: verl's default token-mean)
+    paper_loss_agg_mode: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,8 @@ def _offpolicy_grpo(log_prob, old_log_prob, advantages, response_mask, rollout_i
 
 
 REC = "arXiv 2509.24203"
+# REC-GSPO's formula is a mean over responses of token means (appendix B.7): verl's aggregation of that name
+SEQUENCE_MEAN_OF_TOKEN_MEANS = "seq-mean-token-mean"
 
 # The registered names, each written once, here, next to what it names (``git grep '"rec_ring_nois"'``).
 POLICY_LOSSES: dict[str, PolicyLossSpec] = {
@@ -157,8 +161,12 @@ POLICY_LOSSES: dict[str, PolicyLossSpec] = {
         PolicyLossSpec(
             "rec_ring_nois", "REC-Ring-NoIS", f"{REC}, eqs. 19-21", partial(_rec, "ring", False), EPSILONS + OUTER_MARGINS, uses_outer_margins=True
         ),
-        PolicyLossSpec("rec_gspo_is", "REC-GSPO-IS", f"{REC}, B.7", partial(_rec_gspo, True), EPSILONS),
-        PolicyLossSpec("rec_gspo_nois", "REC-GSPO-NoIS", f"{REC}, B.7", partial(_rec_gspo, False), EPSILONS),
+        PolicyLossSpec(
+            "rec_gspo_is", "REC-GSPO-IS", f"{REC}, B.7", partial(_rec_gspo, True), EPSILONS, paper_loss_agg_mode=SEQUENCE_MEAN_OF_TOKEN_MEANS
+        ),
+        PolicyLossSpec(
+            "rec_gspo_nois", "REC-GSPO-NoIS", f"{REC}, B.7", partial(_rec_gspo, False), EPSILONS, paper_loss_agg_mode=SEQUENCE_MEAN_OF_TOKEN_MEANS
+        ),
         PolicyLossSpec("opmd", "OPMD (Kimi)", f"{REC}, Section 4.2", _opmd, BETA + REG_FORM, regularizer=True),
         PolicyLossSpec("asymre", "AsymRE (Meta)", f"{REC}, Section 4.2", _asymre, BETA, old_log_prob="unused", regularizer=True),
         PolicyLossSpec("red_weight", "RED-Weight", f"{REC}, Section 4.3", _red_weight, TEMPERATURE, old_log_prob="unused"),

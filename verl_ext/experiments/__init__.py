@@ -1,0 +1,19 @@
+"""The experiments layer: how "algorithm X on profile Y with staleness Z" becomes ``main_ppo`` overrides.
+
+One home for every preset a run is built from, used by the run scripts, the lab, the CPU/GPU smoke
+profiles and the dry run alike:
+
+==================  =====================================================================================
+module              what it owns
+==================  =====================================================================================
+``algorithms``      the algorithm presets (estimator + policy loss + their settings), derived from
+                    :mod:`verl_ext.catalog`; ``NAME@EPS_LOW_EPS_HIGH`` clipping ranges; aliases
+``settings``        the staleness settings (``on_policy``, ``sync_interval_M``, ``sync_offset_N``, ...)
+``run_names``       the one format of run names
+``profiles``        the REC paper's Table 1 columns (dataset + model + hyperparameters) as overrides
+``figures``         the grid of each figure script
+``overrides``       merging override lists (a key set later wins)
+==================  =====================================================================================
+
+Nothing here imports verl; ``algorithms`` reads :mod:`verl_ext.catalog` (torch) for the registered names.
+"""

@@ -1,0 +1,203 @@
+"""The algorithm presets: each name a user writes, mapped to an estimator, a policy loss and their settings.
+
+A preset is picked by name (``verl-ext lab --algorithms``, ``run_scripts/run.sh PROFILE ALGORITHM``, the
+figure scripts, ``ALGORITHMS=...``). The names are the names registered with verl (:mod:`verl_ext.catalog`),
+plus ``grpo``, verl's own estimator name. A clipped preset takes another clipping range as
+``NAME@EPS_LOW_EPS_HIGH`` (``rec_oneside_nois@0.6_2``: REC-OneSide-NoIS with the enlarged range).
+
+==================  ==========================  ===========================================================
+name                algorithm.adv_estimator     actor_rollout_ref.actor.policy_loss.loss_mode and settings
+==================  ==========================  ===========================================================
+every loss name     rec                         that loss (``rec_reinforce``, ``rec_oneside_is``, ...,
+                                                ``opmd``, ``asymre``, ``red_weight``)
+offpolicy_grpo      grpo                        offpolicy_grpo (pi_k recomputed, alpha as IS weights)
+red_drop            red_drop                    rec_reinforce (RED-Drop: the estimator drops, the loss is
+                                                plain REINFORCE)
+grpo                grpo (std-normalised)       rec_oneside_is: the REC paper's GRPO (section 4.1), whose
+                                                gradient is eq. 8's (verl's ``vanilla`` adds dual-clip)
+==================  ==========================  ===========================================================
+
+Settings every preset states (so each run's config says them): the clipping range (default (0.2, 0.2)),
+``norm_adv_by_std_in_grpo=true`` with the ``grpo`` estimator, REC-Ring's outer margins (0.6, 2.0),
+REC-GSPO's ``seq-mean-token-mean`` aggregation (its formula is a mean of token means, B.7), beta = 0.1 for
+OPMD and AsymRE, T = 1 for RED-Weight, and pi_old: the behaviour policy (``bypass_mode=true``) for every
+loss but ``offpolicy_grpo``, which recomputes pi_k and takes alpha as IS weights.
+
+Aliases (documented, resolved to the name above before anything else, so run names use one spelling):
+:data:`ALIASES`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from verl_ext.catalog import BETA, EPSILONS, ESTIMATORS, OUTER_MARGINS, POLICY_LOSSES, TEMPERATURE
+
+DEFAULT_EPSILONS = (0.2, 0.2)
+ENLARGED_EPSILONS = (0.6, 2.0)  # the paper's enlarged range, and REC-Ring's outer margins
+
+GRPO = "grpo"  # verl's estimator (std-normalised group advantages); not registered by verl-ext
+REC_ESTIMATOR = next(name for name, spec in ESTIMATORS.items() if not spec.drops_responses)  # group-relative
+RED_DROP = next(name for name, spec in ESTIMATORS.items() if spec.drops_responses)
+PLAIN_REINFORCE = next(name for name, spec in POLICY_LOSSES.items() if not spec.keys and spec.old_log_prob == "unused")
+PAPER_GRPO_LOSS = next(name for name, spec in POLICY_LOSSES.items() if spec.paper_name == "REC-OneSide-IS")
+OFFPOLICY_GRPO = next(name for name, spec in POLICY_LOSSES.items() if spec.old_log_prob == "current_and_behaviour")
+
+# Other names users may write, and the preset they mean.
+ALIASES = {"reinforce": PLAIN_REINFORCE}
+
+POLICY_LOSS_KEY = "actor_rollout_ref.actor.policy_loss.loss_mode"
+ESTIMATOR_KEY = "algorithm.adv_estimator"
+
+
+@dataclass(frozen=True)
+class AlgorithmPreset:
+    """An estimator + policy loss pair and the settings the papers run it with."""
+
+    name: str
+    estimator: str
+    loss: str
+
+    @property
+    def clipped(self) -> bool:
+        """Whether the loss reads a clipping range (and so accepts ``@EPS_LOW_EPS_HIGH``)."""
+        return set(EPSILONS) <= set(POLICY_LOSSES[self.loss].keys)
+
+    def settings(self) -> list[str]:
+        """The preset's overrides other than the estimator, the loss and the clipping range."""
+        spec = POLICY_LOSSES[self.loss]
+        out = []
+        if self.estimator == GRPO:
+            out.append("algorithm.norm_adv_by_std_in_grpo=true")
+        if spec.uses_outer_margins:
+            out += [f"{key}={value}" for key, value in zip(OUTER_MARGINS, ENLARGED_EPSILONS)]
+        if spec.paper_loss_agg_mode is not None:
+            out.append(f"actor_rollout_ref.actor.loss_agg_mode={spec.paper_loss_agg_mode}")
+        if set(BETA) <= set(spec.keys):
+            out.append(f"{BETA[0]}=0.1")
+        if set(TEMPERATURE) <= set(spec.keys):
+            out.append(f"{TEMPERATURE[0]}=1.0")
+        if spec.old_log_prob == "current_and_behaviour":
+            # r = pi/alpha needs pi_k (recomputed old_log_prob) and alpha (rollout log-probs as IS weights r')
+            out += [
+                "algorithm.rollout_correction.bypass_mode=false",
+                "algorithm.rollout_correction.rollout_is=token",
+                "algorithm.rollout_correction.rollout_is_threshold=1e6",
+            ]
+        else:
+            # pi_old = the behaviour policy (the recipe's default, repeated here so every run states it)
+            out.append("algorithm.rollout_correction.bypass_mode=true")
+        return out
+
+
+def _presets() -> dict[str, AlgorithmPreset]:
+    presets = {
+        name: AlgorithmPreset(name, GRPO if name == OFFPOLICY_GRPO else REC_ESTIMATOR, name) for name in POLICY_LOSSES
+    }
+    presets[RED_DROP] = AlgorithmPreset(RED_DROP, RED_DROP, PLAIN_REINFORCE)
+    presets[GRPO] = AlgorithmPreset(GRPO, GRPO, PAPER_GRPO_LOSS)
+    return presets
+
+
+ALGORITHMS: dict[str, AlgorithmPreset] = _presets()
+
+_SPEC = re.compile(r"^(?P<name>[a-z_0-9]+)(?:@(?P<low>[^_@]+)_(?P<high>[^_@]+))?$")
+
+
+def number_label(value: float) -> str:
+    """How a number is written in names: ``2.0`` -> ``2``, ``6e-4`` -> ``0.0006``, ``2e-6`` -> ``2e-06``."""
+    return f"{value:g}"
+
+
+@dataclass(frozen=True)
+class AlgorithmChoice:
+    """A preset and, for a clipped one, its (eps_low, eps_high)."""
+
+    name: str
+    epsilons: Optional[tuple[float, float]] = None  # None: not clipped
+
+    @property
+    def preset(self) -> AlgorithmPreset:
+        return ALGORITHMS[self.name]
+
+    @property
+    def estimator(self) -> str:
+        return self.preset.estimator
+
+    @property
+    def loss_mode(self) -> str:
+        return self.preset.loss
+
+    @property
+    def label(self) -> str:
+        """``rec_oneside_nois`` with the default range, ``rec_oneside_nois@0.6_2`` with another."""
+        if self.epsilons is None or self.epsilons == DEFAULT_EPSILONS:
+            return self.name
+        return f"{self.name}@{number_label(self.epsilons[0])}_{number_label(self.epsilons[1])}"
+
+    def overrides(self) -> list[str]:
+        low, high = self.epsilons or DEFAULT_EPSILONS
+        return [
+            f"{ESTIMATOR_KEY}={self.estimator}",
+            f"{POLICY_LOSS_KEY}={self.loss_mode}",
+            f"{EPSILONS[0]}={low}",
+            f"{EPSILONS[1]}={high}",
+            *self.preset.settings(),
+        ]
+
+
+def allowed_names() -> str:
+    aliases = ", ".join(f"{alias} = {name}" for alias, name in ALIASES.items())
+    return f"{', '.join(ALGORITHMS)} (aliases: {aliases}; clipped ones take @EPS_LOW_EPS_HIGH)"
+
+
+def parse_algorithm(spec: str, default_epsilons: tuple[float, float] = DEFAULT_EPSILONS) -> AlgorithmChoice:
+    """``"rec_oneside_nois@0.6_2.0"`` -> AlgorithmChoice; a clipped name without ``@`` gets ``default_epsilons``.
+
+    Raises ValueError naming the spec and the allowed names on an unknown name, a malformed range, or a
+    range given to an algorithm that has none.
+    """
+    text = spec.strip()
+    written = text.split("@", 1)[0]
+    name = ALIASES.get(written, written)
+    if name not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {spec!r}; allowed: {allowed_names()}")
+    match = _SPEC.match(text)
+    if match is None:
+        raise ValueError(f"algorithm {spec!r}: write the clipping range as NAME@EPS_LOW_EPS_HIGH, e.g. rec_oneside_nois@0.6_2.0")
+    clipped = ALGORITHMS[name].clipped
+    if match.group("low") is None:
+        return AlgorithmChoice(name, _checked_epsilons(spec, default_epsilons) if clipped else None)
+    if not clipped:
+        clipped_names = ", ".join(n for n, preset in ALGORITHMS.items() if preset.clipped)
+        raise ValueError(f"algorithm {spec!r}: {name!r} has no clipping range (@EPS_LOW_EPS_HIGH applies to {clipped_names})")
+    try:
+        epsilons = (float(match.group("low")), float(match.group("high")))
+    except ValueError:
+        raise ValueError(f"algorithm {spec!r}: the clipping range must be two numbers, e.g. rec_oneside_nois@0.6_2.0") from None
+    return AlgorithmChoice(name, _checked_epsilons(spec, epsilons))
+
+
+def _checked_epsilons(spec: str, epsilons: tuple[float, float]) -> tuple[float, float]:
+    low, high = epsilons
+    if not (math.isfinite(low) and 0.0 <= low <= 1.0):
+        raise ValueError(f"algorithm {spec!r}: epsilon_low must be in [0, 1], got {low}")
+    if not (math.isfinite(high) and high >= 0.0):
+        raise ValueError(f"algorithm {spec!r}: epsilon_high must be >= 0, got {high}")
+    return (float(low), float(high))
+
+
+def parse_algorithms(text: str, default_epsilons: tuple[float, float] = DEFAULT_EPSILONS) -> list[AlgorithmChoice]:
+    """A list of specs separated by commas or spaces (``--algorithms``, ``ALGORITHMS=``); a repeat is an error."""
+    specs = [part for part in re.split(r"[,\s]+", text) if part]
+    if not specs:
+        raise ValueError(f"no algorithm given; allowed: {allowed_names()}")
+    choices = [parse_algorithm(spec, default_epsilons) for spec in specs]
+    labels = [choice.label for choice in choices]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        raise ValueError(f"algorithms: {', '.join(duplicates)} given twice")
+    return choices
