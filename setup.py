@@ -26,6 +26,7 @@ TEST = [
     "verl[cpu]==0.9.1",
     "pytest>=8",
     "hypothesis>=6.100",
+    "wheel>=0.40",  # tests/test_packaging.py builds a real wheel offline (--no-build-isolation)
 ]
 
 # A GPU node: verl's vLLM rollout and FSDP training extras.
