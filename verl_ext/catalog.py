@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from verl_ext import losses
+from verl_ext import losses, metric_names
 from verl_ext.advantages import rec_advantages, red_drop_advantages
 from verl_ext.losses import LossTerms
 from verl_ext.losses.opmd import REGULARIZER_FORMS
@@ -203,7 +203,7 @@ def _red_drop_estimate(scores, index, config) -> Estimate:
     result = red_drop_advantages(scores, index, red_drop_generator(red_drop_seed(config)))
     real = torch.tensor([not str(uid).startswith(VERL_PADDING_UID_PREFIX) for uid in index], dtype=torch.bool)
     dropped = (~result.kept)[real].to(torch.float32)
-    return Estimate(result.advantages, {"red_drop/dropped_fraction": dropped.mean().item() if dropped.numel() else 0.0})
+    return Estimate(result.advantages, {metric_names.RED_DROP_DROPPED_FRACTION: dropped.mean().item() if dropped.numel() else 0.0})
 
 
 ESTIMATORS: dict[str, EstimatorSpec] = {

@@ -1,0 +1,78 @@
+"""The names of the per-step metrics verl-ext writes and reads: the one place each is spelled.
+
+A metric name is a contract between the code that logs it and every reader (``verl-ext plot``, the lab's
+summary, the smoke checks, the benchmarks, the CPU run summary). A reader that spells a name differently
+finds nothing and reports "not logged" rather than failing, so each name is written once, here, and both
+sides import it. Where a metrics file comes from and how it is read: :mod:`verl_ext.metrics_file`.
+
+Two groups: the names verl-ext's own code writes, and the names verl writes that verl-ext reads (each
+with the verl 0.9.1 module that writes it; a verl upgrade that renames one breaks only this file).
+
+This module imports nothing heavy (no torch, no verl): readers load it without a training stack.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ---------------------------------------------------------------------------------------------------------
+# verl-ext's own metrics
+# ---------------------------------------------------------------------------------------------------------
+
+# Written by verl_ext.staleness.trainer (trainer.v1.trainer_mode=delayed_sync) at every training step.
+LAG = "staleness/lag"  # steps between the policy that generated the batch and the current one
+BEHAVIOUR_VERSION = "staleness/behaviour_version"  # weight version that generated the batch
+WEIGHT_SYNCS = "staleness/weight_syncs"  # sync points passed so far
+SYNCED = "staleness/synced"  # 1.0 when the weights were pushed after this step
+WEIGHT_PUSHES = "staleness/weight_pushes"  # weight pushes so far, the start-up push included
+# mean over response tokens of log pi_behaviour - log pi_current (delayed_sync.measure_mismatch=true)
+BEHAVIOUR_MINUS_CURRENT_LOG_PROB = "staleness/behaviour_minus_current_log_prob"
+ZERO_VARIANCE_GROUPS_REMOVED = "staleness/zero_variance_groups_removed"
+ZERO_VARIANCE_GROUPS_REMOVED_FRACTION = "staleness/zero_variance_groups_removed_fraction"
+# Timing of each step's window: from the end of the previous step's window (the start of the training loop
+# for the first step) to this step's metrics, validation included. See docs/staleness.md#overlap.
+WAIT_FOR_BATCH_S = "staleness/wait_for_batch_s"
+WAIT_FOR_GENERATION_S = "staleness/wait_for_generation_s"
+GENERATION_HIDDEN_S = "staleness/generation_hidden_s"
+ENGINE_BUSY_S = "staleness/engine_busy_s"
+ENGINE_BUSY_FRACTION = "staleness/engine_busy_fraction"
+
+# Written by verl_ext.catalog's RED-Drop advantage estimator (through verl_ext.step_metrics; logged under
+# the delayed_sync trainer mode only).
+RED_DROP_DROPPED_FRACTION = "red_drop/dropped_fraction"
+
+# ---------------------------------------------------------------------------------------------------------
+# verl's metrics, read by verl-ext
+# ---------------------------------------------------------------------------------------------------------
+
+# verl/trainer/ppo/metric_utils.py (compute_data_metrics): the training batch.
+SCORE_MEAN = "critic/score/mean"  # mean sequence score (the reward function's "score") of the batch
+REWARDS_MEAN = "critic/rewards/mean"  # the same after any KL-in-reward penalty
+RESPONSE_LENGTH_MEAN = "response_length/mean"
+
+# verl/trainer/ppo/metric_utils.py (compute_timing_metrics): "timing_s/<phase>" for each timed phase.
+TIMING_PREFIX = "timing_s/"
+STEP_SECONDS = TIMING_PREFIX + "step"  # the whole training step
+
+# verl/trainer/ppo/v1/trainer_base.py (and verl_ext.staleness.trainer, which logs the same pair): present
+# in the records of steps that trained, absent in a validation-only record.
+GLOBAL_STEP = "training/global_step"
+EPOCH = "training/epoch"
+
+# The actor's metrics, logged under "actor/" by verl's workers (verl/workers/engine_workers.py).
+KL_LOSS = "actor/kl_loss"  # verl/workers/utils/losses.py: KL to the reference model (use_kl_loss)
+PG_CLIPFRAC = "actor/pg_clipfrac"  # verl/trainer/ppo/core_algos.py's losses, and verl-ext's (verl_ext.registration)
+ENTROPY = "actor/entropy"  # verl/trainer/ppo/v1/trainer_base.py (actor.calculate_entropy=true)
+ENTROPY_LOSS = "actor/entropy_loss"  # verl/workers/utils/losses.py
+GRAD_NORM = "actor/grad_norm"  # verl/workers/engine_workers.py
+MAX_MEMORY_ALLOCATED_GB = "actor/perf/max_memory_allocated_gb"  # verl/workers/engine_workers.py
+
+# verl/trainer/ppo/v1/trainer_base.py (validation): "val-core/<data_source>/<variable>/mean@<N>", the mean
+# over N samples per prompt; the variables verl-ext plots are the reward function's "acc" and "reward".
+VALIDATION_MEAN = re.compile(r"^val-core/(?P<source>.+)/(?P<variable>acc|reward)/mean@(?P<samples>\d+)$")
+VALIDATION_MEAN_TEXT = "val-core/<data_source>/acc/mean@N"  # for messages
+
+
+def timing(phase: str) -> str:
+    """verl's name for the seconds a step spent in ``phase`` (``gen``, ``update_actor``, ``step``, ...)."""
+    return TIMING_PREFIX + phase
