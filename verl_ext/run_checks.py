@@ -40,6 +40,7 @@ RED_DROP_SEED = "algorithm.red_drop_seed"
 # only in the actor workers (after Ray starts) and takes inf
 LEARNING_RATE = "actor_rollout_ref.actor.optim.lr"
 REWARD_FUNCTION = "reward.custom_reward_function"
+TRAINER_MODE = "trainer.v1.trainer_mode"
 
 
 def check_run_config(config) -> None:
@@ -55,6 +56,35 @@ def check_run_config(config) -> None:
         require_int(RED_DROP_SEED, seed, 0, "RED-Drop seeds its generator with it (null: the default seed 1).")
     require_number(LEARNING_RATE, _value(config, LEARNING_RATE), "a finite number >= 0", low=0)
     check_verl_ext_reward_options(config)
+    check_what_workers_look_up(config)
+
+
+def check_what_workers_look_up(config) -> None:
+    """What verl would otherwise find wrong only inside Ray, after the workers start: an interpolation that does
+    not resolve (the TaskRunner resolves the whole config), a trainer mode not in verl's registry (the TaskRunner
+    looks it up), a custom reward function that does not load (the reward workers load it)."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    try:
+        OmegaConf.to_container(config, resolve=True)
+    except Exception as error:  # omegaconf's InterpolationResolutionError and friends name the key
+        raise ConfigError(f"the config does not resolve: {error}") from error
+    mode = _value(config, TRAINER_MODE)
+    if _value(config, "trainer.use_v1") is not False:
+        from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
+
+        try:
+            get_trainer_cls(mode)
+        except Exception as error:  # verl's registry names the modes it has
+            raise ConfigError(f"{TRAINER_MODE}={mode} is invalid: {error}") from error
+    try:
+        get_custom_reward_fn(config)
+    except Exception as error:  # a missing file or module, or no function of that name in it
+        function = _value(config, REWARD_FUNCTION) or {}
+        raise ConfigError(
+            f"{REWARD_FUNCTION}: path={function.get('path')} name={function.get('name')} does not load: "
+            f"{type(error).__name__}: {error}"
+        ) from error
 
 
 def _value(config, key: str) -> Any:

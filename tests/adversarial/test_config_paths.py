@@ -32,6 +32,12 @@ BAD = {
     "unknown ToolACE mode": (("reward.custom_reward_function.path=pkg://verl_ext.rewards",
                               "+reward.custom_reward_function.reward_kwargs.toolace_mode=fuzzy"),
                              "toolace_mode"),
+    # found only inside Ray before: the TaskRunner resolves the config and looks the trainer mode up, the reward
+    # workers load the reward function
+    "unknown trainer mode": (("trainer.v1.trainer_mode=delayed",), "trainer.v1.trainer_mode=delayed is invalid"),
+    "reward function file missing": (("reward.custom_reward_function.path=/nonexistent/reward.py",),
+                                     "path=/nonexistent/reward.py name=compute_score does not load"),
+    "interpolation to nowhere": (("+trainer.note=${no_such.key}",), "the config does not resolve"),
 }
 
 
