@@ -37,12 +37,15 @@ from pathlib import Path
 
 from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
+from verl_ext import data_sources
+from verl_ext.jsonl import json_lines
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "datasets"
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [record for _, record in json_lines(path)]
 
 
 def workloads(shared: Path) -> dict[str, list[tuple]]:
@@ -53,11 +56,11 @@ def workloads(shared: Path) -> dict[str, list[tuple]]:
     gsm8k = []
     for row in gsm8k_rows:
         truth = final_answer(row["answer"])
-        gsm8k += [("openai/gsm8k", row["answer"], truth), ("openai/gsm8k", row["answer"], str(int(float(truth)) + 1))]
+        gsm8k += [(data_sources.GSM8K, row["answer"], truth), (data_sources.GSM8K, row["answer"], str(int(float(truth)) + 1))]
 
     math500_path = shared / "math" / "math500.jsonl"
     math_rows = read_jsonl(math500_path if math500_path.is_file() else FIXTURES / "math_prm800k" / "math500.jsonl")
-    source = "HuggingFaceH4/MATH-500"
+    source = data_sources.MATH_500
     same = [(source, row["solution"], row["answer"]) for row in math_rows]
     other = [
         (source, math_rows[(i + 1) % len(math_rows)]["solution"], row["answer"]) for i, row in enumerate(math_rows)
@@ -72,7 +75,7 @@ def workloads(shared: Path) -> dict[str, list[tuple]]:
     ]
     symbolic = [(source, f"so \\boxed{{{answer}}}", truth) for truth, answer in symbolic_pairs] * 20
     guru = [
-        ("math__deepscaler_preview", f"<think>draft: \\boxed{{0}} ...</think> {row['solution']}", row["answer"])
+        (f"{data_sources.GURU_MATH_PREFIX}__deepscaler_preview", f"<think>draft: \\boxed{{0}} ...</think> {row['solution']}", row["answer"])
         for row in math_rows
     ]
 
@@ -92,8 +95,8 @@ def workloads(shared: Path) -> dict[str, list[tuple]]:
             changed = [{"name": c["name"], "arguments": {**c["arguments"], "extra": 1}} for c in calls]
             for response_calls in (list(reversed(reordered)), changed):
                 response = f"<think>Call the tools.</think>\n<tool_call>{json.dumps(response_calls)}</tool_call>"
-                toolace_exact.append(("Team-ACE/ToolACE", response, truth, {}))
-                toolace_partial.append(("Team-ACE/ToolACE", response, truth, {"toolace_mode": "partial"}))
+                toolace_exact.append((data_sources.TOOLACE, response, truth, {}))
+                toolace_partial.append((data_sources.TOOLACE, response, truth, {"toolace_mode": "partial"}))
     toolace_exact *= 100
     toolace_partial *= 100
 
@@ -124,8 +127,8 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
-SLOW_CASE = ("HuggingFaceH4/MATH-500", "\\boxed{(a+b+c+d+e)^{10}}", "(a+b+c+d+e)^{9}")  # ~20 s of sympy
-EASY_CASE = ("HuggingFaceH4/MATH-500", "\\boxed{(x+1)^2}", "x^2+2x+1")  # milliseconds of sympy
+SLOW_CASE = (data_sources.MATH_500, "\\boxed{(a+b+c+d+e)^{10}}", "(a+b+c+d+e)^{9}")  # ~20 s of sympy
+EASY_CASE = (data_sources.MATH_500, "\\boxed{(x+1)^2}", "x^2+2x+1")  # milliseconds of sympy
 
 
 def concurrency_bound(slow: int = 16, easy: int = 4) -> dict[str, str]:

@@ -30,10 +30,10 @@ from data_prep.overlap import add_drop_duplicates_flag, flag_shared_prompts
 from data_prep.raw_records import RawRecord, RawSplit, find_split_files, load_hub_split, read_files, require_columns
 from data_prep.split_report import MalformedRecord, SplitReport, text_field
 from data_prep.verl_rows import rl_row, user_prompt
+from verl_ext import data_sources
 
 DATASET = "gsm8k"
-DATA_SOURCE = "openai/gsm8k"
-HUB_NAME, HUB_CONFIG = "openai/gsm8k", "main"
+HUB_NAME, HUB_CONFIG = data_sources.GSM8K, "main"  # the rows' data_source is the hub dataset's name
 SPLITS = ("train", "test")
 REQUIRED_FIELDS = ("question", "answer")
 INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
@@ -63,7 +63,7 @@ def convert(data: dict[str, Any], record: RawRecord, report: SplitReport) -> lis
     solution = text_field(data, "answer")
     return [
         rl_row(
-            data_source=DATA_SOURCE,
+            data_source=data_sources.GSM8K,
             prompt=user_prompt(f"{question} {INSTRUCTION}"),
             ability="math",
             ground_truth=final_answer(solution),

@@ -50,13 +50,13 @@ from data_prep.raw_records import (
 )
 from data_prep.split_report import DataPrepError, MalformedRecord, SplitReport, text_field
 from data_prep.verl_rows import rl_row
+from verl_ext import data_sources
 
 DATASET = "guru"
 HUB_NAME = "LLM360/guru-RL-92k"
 HUB_MATH_FILE = "train/math__combined_54.4k.parquet"
 REQUIRED_FIELDS = ("data_source", "prompt", "reward_model")
 CORE_FIELDS = (*REQUIRED_FIELDS, "ability", "extra_info")
-MATH_PREFIX = "math"
 DEFAULT_TEST_SIZE = 500
 
 
@@ -151,8 +151,8 @@ def unify_pass_through(rows: list[dict[str, Any]], report: SplitReport) -> None:
 
 def convert(data: dict[str, Any], record: RawRecord, report: SplitReport) -> list[dict[str, Any]]:
     data_source = text_field(data, "data_source")
-    if not data_source.startswith(MATH_PREFIX):
-        report.filter(f"data_source does not start with '{MATH_PREFIX}'")
+    if not data_source.startswith(data_sources.GURU_MATH_PREFIX):
+        report.filter(f"data_source does not start with '{data_sources.GURU_MATH_PREFIX}'")
         return []
     prompt = _chat_messages(data.get("prompt"))
     ground_truth = _ground_truth(data.get("reward_model"))

@@ -11,8 +11,8 @@ Two raw schemas are accepted, told apart by their columns:
                              [--drop_duplicates]
 
 ``DIR`` holds ``train.*`` and ``test.*`` and, optionally, ``math500.*``. Output: ``train.parquet`` and
-``test.parquet`` with ``data_source="DigitalLearningGmbH/MATH-lighteval"``, and ``math500.parquet`` with
-``data_source="HuggingFaceH4/MATH-500"`` (kept apart so validation metrics are reported per source).
+``test.parquet`` with ``data_source`` :data:`verl_ext.data_sources.MATH_LIGHTEVAL`, and ``math500.parquet`` with
+:data:`verl_ext.data_sources.MATH_500` (kept apart so validation metrics are reported per source).
 """
 
 from __future__ import annotations
@@ -44,12 +44,13 @@ from data_prep.raw_records import (
 )
 from data_prep.split_report import DataPrepError, MalformedRecord, SplitReport, text_field
 from data_prep.verl_rows import rl_row, user_prompt
+from verl_ext import data_sources
 from verl_ext.rewards.boxed_answer import BOX_COMMANDS, last_boxed_content
 
 DATASET = "math"
-DATA_SOURCE = "DigitalLearningGmbH/MATH-lighteval"
-MATH500_DATA_SOURCE = "HuggingFaceH4/MATH-500"
-HUB_SOURCES = {"train": (DATA_SOURCE, "train"), "test": (DATA_SOURCE, "test"), "math500": (MATH500_DATA_SOURCE, "test")}
+# hub dataset and split per output; the rows' data_source is the hub dataset's name
+HUB_SOURCES = {"train": (data_sources.MATH_LIGHTEVAL, "train"), "test": (data_sources.MATH_LIGHTEVAL, "test"),
+               "math500": (data_sources.MATH_500, "test")}
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 
 ANSWER_SCHEMA = "answer"  # MATH-500 / PRM800K
@@ -157,7 +158,7 @@ def run(args) -> None:
         schemas[name] = schema_of(raw)
     outputs, reports = {}, {}
     for name, raw in raws.items():
-        data_source = MATH500_DATA_SOURCE if name == "math500" else DATA_SOURCE
+        data_source = HUB_SOURCES[name][0]
         reports[name] = SplitReport(DATASET, name, f"{raw.source}, {schemas[name]} schema")
         outputs[name] = convert_split(raw, make_converter(schemas[name], data_source), reports[name], args.strict)
     flag_shared_prompts(outputs, reports, ["test", "math500"], args.drop_duplicates)

@@ -49,10 +49,10 @@ from data_prep.raw_records import RawRecord, RawSplit, find_split_files, load_hu
 from data_prep.split_report import INVALID_UNICODE, MalformedRecord, SplitReport, is_valid_unicode, text_field
 from data_prep.tool_call_syntax import CallSyntaxError, looks_like_call_list, parse_call_list
 from data_prep.verl_rows import rl_row, storage_problem
+from verl_ext import data_sources
 
 DATASET = "toolace"
-DATA_SOURCE = "Team-ACE/ToolACE"
-HUB_NAME = "Team-ACE/ToolACE"
+HUB_NAME = data_sources.TOOLACE  # the rows' data_source is the hub dataset's name
 REQUIRED_FIELDS = ("system", "conversations")
 DEFAULT_TEST_SIZE = 500
 TOOL_LIST_MARKER = "Here is a list of functions in JSON format that you can invoke:"
@@ -203,7 +203,7 @@ def _sample(tools, turns, position, parsed, record, index, single_turn, reward_o
         for i, (s, v) in enumerate(turns[:position])
     ]
     return rl_row(
-        data_source=DATA_SOURCE,
+        data_source=data_sources.TOOLACE,
         prompt=[system_message(tools), *context],
         ability="tool_use",
         ground_truth=json.dumps(parsed[position], ensure_ascii=False),

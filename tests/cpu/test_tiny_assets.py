@@ -7,6 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from verl_ext.data_sources import TINY_COUNT
 from verl_ext.tiny import task
 from verl_ext.tiny.assets import assets_are_current, build_tiny_assets, recipe
 
@@ -62,7 +63,7 @@ def test_verl_reads_the_parquet_and_its_rows(tiny_assets):
     dataset = RLHFDataset(str(tiny_assets / "data" / "train.parquet"), tokenizer, config)
     assert len(dataset) == json.loads((tiny_assets / "manifest.json").read_text())["recipe"]["train_examples"]
     row = dataset[3]
-    assert row["data_source"] == task.DATA_SOURCE and row["index"] == 3
+    assert row["data_source"] == TINY_COUNT and row["index"] == 3
     count = int(row["raw_prompt"][0]["content"].split()[1])
     assert row["reward_model"]["ground_truth"] == " ".join(str(i) for i in range(1, count + 1))
 
@@ -97,12 +98,12 @@ def test_count_reward_is_a_fraction_and_one_only_for_the_answer(response, count)
 
 
 def test_compute_score_checks_its_inputs():
-    assert task.compute_score(task.DATA_SOURCE, "1 2", "1 2") == {"score": 1.0, "counting": 1.0, "digit_fraction": 1.0, "exact": 1.0}
-    assert task.compute_score(task.DATA_SOURCE, "1 x", "1 2")["exact"] == 0.0
+    assert task.compute_score(TINY_COUNT, "1 2", "1 2") == {"score": 1.0, "counting": 1.0, "digit_fraction": 1.0, "exact": 1.0}
+    assert task.compute_score(TINY_COUNT, "1 x", "1 2")["exact"] == 0.0
     with pytest.raises(ValueError, match="data_source"):
         task.compute_score("openai/gsm8k", "1", "1")
     with pytest.raises(ValueError, match="ground truth"):
-        task.compute_score(task.DATA_SOURCE, "1", "one")
+        task.compute_score(TINY_COUNT, "1", "one")
 
 
 def test_the_random_model_gets_a_graded_nonzero_reward(tiny_assets):

@@ -9,16 +9,15 @@ verl imports ``verl_ext.rewards`` (``pkg://`` means "import this module") in eve
 calls :func:`compute_score` there, in a thread pool, once per response. It dispatches on
 ``data_source``; each scorer returns the dict described in :mod:`verl_ext.rewards.reward_result`.
 
-==================================================  =======================================
-data_source                                          scorer
-==================================================  =======================================
-``openai/gsm8k``                                     :mod:`verl_ext.rewards.gsm8k`
-``DigitalLearningGmbH/MATH-lighteval``,              :mod:`verl_ext.rewards.math`
-``HuggingFaceH4/MATH-500``, ``lighteval/MATH``
-any other value starting with ``math`` (Guru-Math's  :mod:`verl_ext.rewards.math`, reading the
-``math__...``)                                       text after the last ``</think>``
-``Team-ACE/ToolACE``                                 :mod:`verl_ext.rewards.toolace`
-==================================================  =======================================
+===========================================================  =======================================
+data_source (constants of :mod:`verl_ext.data_sources`)      scorer
+===========================================================  =======================================
+``GSM8K_SOURCES``                                            :mod:`verl_ext.rewards.gsm8k`
+``MATH_SOURCES`` (MATH-lighteval, MATH-500, lighteval/MATH)  :mod:`verl_ext.rewards.math`
+any other value starting with ``GURU_MATH_PREFIX``           :mod:`verl_ext.rewards.math`, reading the
+(Guru-Math's ``math__...``)                                  text after the last ``</think>``
+``TOOLACE_SOURCES``                                          :mod:`verl_ext.rewards.toolace`
+===========================================================  =======================================
 
 Options, as keyword arguments (set run-wide with ``+reward.custom_reward_function.reward_kwargs.KEY=V``)
 or per sample under the same key in ``extra_info`` (which wins):
@@ -39,25 +38,17 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
+from verl_ext.data_sources import GSM8K_SOURCES, MATH_SOURCES, TOOLACE_SOURCES, is_guru_math, reward_sources_text
 from verl_ext.rewards import equivalence_pool, gsm8k, math, math_settings, toolace
 from verl_ext.rewards.reward_result import reward_result
 
 logger = logging.getLogger(__name__)
 
-GSM8K_SOURCES = ("openai/gsm8k",)
-MATH_SOURCES = ("DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500", "lighteval/MATH")
-TOOLACE_SOURCES = ("Team-ACE/ToolACE",)
-GURU_PREFIX = "math"
 OPTION_KEYS = ("math_timeout_s", "toolace_mode", "toolace_strict_format")
 
 
 class UnknownDataSourceError(ValueError):
     """compute_score got a data_source it has no scorer for."""
-
-
-def known_data_sources() -> str:
-    names = ", ".join(repr(name) for name in (*GSM8K_SOURCES, *MATH_SOURCES, *TOOLACE_SOURCES))
-    return f"{names}, or any data_source starting with {GURU_PREFIX!r} (Guru-Math)"
 
 
 def _option(name: str, extra_info: Any, kwargs: dict[str, Any], default: Any) -> Any:
@@ -107,7 +98,7 @@ def _scorer_for(data_source: str, extra_info: Any, kwargs: dict[str, Any]):
         mode = _toolace_mode(_option("toolace_mode", extra_info, kwargs, "exact"))
         strict = _as_flag("toolace_strict_format", _option("toolace_strict_format", extra_info, kwargs, False))
         return lambda solution, truth: toolace.compute_score(solution, truth, mode=mode, strict_format=strict)
-    is_guru = data_source not in MATH_SOURCES and data_source.startswith(GURU_PREFIX)
+    is_guru = is_guru_math(data_source)
     if data_source in MATH_SOURCES or is_guru:
         equivalence_pool.settings()  # the VERL_EXT_MATH_* variables, checked on first use: a bad one stops the run
         timeout = _option("math_timeout_s", extra_info, kwargs, None)
@@ -115,7 +106,7 @@ def _scorer_for(data_source: str, extra_info: Any, kwargs: dict[str, Any]):
         return lambda solution, truth: math.compute_score(solution, truth, strip_thinking=is_guru, timeout_s=timeout)
     raise UnknownDataSourceError(
         f"verl_ext.rewards.compute_score has no reward function for data_source={data_source!r}; "
-        f"known: {known_data_sources()}"
+        f"known: {reward_sources_text()}"
     )
 
 

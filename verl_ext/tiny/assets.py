@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional, Sequence
 
+from verl_ext import data_sources
+
 ASSETS_FORMAT = 1
 DEFAULT_SEED = 0
 DEFAULT_TRAIN_EXAMPLES = 2048
@@ -72,7 +74,7 @@ def recipe(seed: int, train_examples: int, val_examples: int, size: str = DEFAUL
         "seed": seed,
         "train_examples": train_examples,
         "val_examples": val_examples,
-        "task": {"data_source": task.DATA_SOURCE, "max_count": task.MAX_COUNT},
+        "task": {"data_source": data_sources.TINY_COUNT, "max_count": task.MAX_COUNT},
         "model_size": asdict(MODEL_SIZES[size]),
         "versions": {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__},
     }

@@ -24,7 +24,8 @@ import random
 import re
 from typing import Any
 
-DATA_SOURCE = "verl_ext/tiny_count"
+from verl_ext.data_sources import TINY_COUNT
+
 ABILITY = "count"
 INSTRUCTION = "count"
 MAX_COUNT = 5
@@ -36,7 +37,7 @@ def make_example(rng: random.Random, split: str, index: int) -> dict[str, Any]:
     """One row in verl's RL parquet format."""
     count = rng.randint(1, MAX_COUNT)
     return {
-        "data_source": DATA_SOURCE,
+        "data_source": TINY_COUNT,
         "prompt": [{"role": "user", "content": f"{INSTRUCTION} {count}"}],
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": " ".join(str(i) for i in range(1, count + 1))},
@@ -78,8 +79,8 @@ def count_reward(response: str, ground_truth: str) -> float:
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None) -> dict[str, Any]:
     """verl's custom reward function (``reward.custom_reward_function.path=pkg://verl_ext.tiny.task``)."""
-    if data_source != DATA_SOURCE:
-        raise ValueError(f"verl_ext.tiny.task.compute_score scores data_source {DATA_SOURCE!r}, got {data_source!r}")
+    if data_source != TINY_COUNT:
+        raise ValueError(f"verl_ext.tiny.task.compute_score scores data_source {TINY_COUNT!r}, got {data_source!r}")
     counting = counting_score(solution_str, ground_truth)
     fraction = digit_fraction(solution_str)
     score = COUNTING_WEIGHT * counting + (1 - COUNTING_WEIGHT) * fraction
