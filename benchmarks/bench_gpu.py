@@ -36,6 +36,8 @@ from headline import print_headline  # benchmarks/headline.py (this script's fol
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from verl_ext import metric_names  # noqa: E402 -- after the checkout is on sys.path
+
 MODES = {  # name -> the run's trainer overrides
     "sync": ("trainer.v1.trainer_mode=sync",),
     **{
@@ -75,14 +77,14 @@ def mode_figures(trained: list[dict]) -> dict:
     if len(trained) < 2:
         raise ValueError(f"a mode needs at least 2 logged training steps, got {len(trained)}")
     after_first = trained[1:]
-    phases = {phase: statistics.fmean(record.get(f"timing_s/{phase}", 0.0) for record in after_first) for phase in PHASES}
+    phases = {phase: statistics.fmean(record.get(metric_names.timing(phase), 0.0) for record in after_first) for phase in PHASES}
     return {
         "steps": len(trained),
-        "first_step_seconds": trained[0]["timing_s/step"],
+        "first_step_seconds": trained[0][metric_names.STEP_SECONDS],
         "seconds_per_step": phases["step"],
         "steps_per_second": 1.0 / phases["step"],
         "phase_seconds": phases,
-        "actor_peak_allocated_gib": max((r.get("actor/perf/max_memory_allocated_gb", 0.0) for r in trained), default=None),
+        "actor_peak_allocated_gib": max((r.get(metric_names.MAX_MEMORY_ALLOCATED_GB, 0.0) for r in trained), default=None),
     }
 
 

@@ -41,6 +41,8 @@ from headline import print_headline  # benchmarks/headline.py (this script's fol
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from verl_ext import metric_names  # noqa: E402 -- after the checkout is on sys.path
+
 DEFAULT_GRID = ((1, 1), (4, 1), (4, 4))
 SYNC = "sync"
 # overlap's overrides: a resident engine (its memory share is checked against the actor's by the config)
@@ -95,16 +97,16 @@ def run_figures(run: OverlapRun, steps: list[dict]) -> dict:
     steady = [record for record in steps if record["step"] - 1 in wanted]
     if not steady or len(steady) != len(wanted):
         raise ValueError(f"{run.name}: steady steps {wanted} not all logged ({len(steps)} steps logged); run more steps")
-    step_seconds = [record["timing_s/step"] for record in steady]
+    step_seconds = [record[metric_names.STEP_SECONDS] for record in steady]
     figures = {"steady_steps": len(steady), "steps_per_second": len(steady) / sum(step_seconds),
                "seconds_per_step": statistics.mean(step_seconds)}
     if run.interval is not None:
-        waits = [record["staleness/wait_for_batch_s"] + record["staleness/wait_for_generation_s"] for record in steady]
-        figures["generation_seconds_per_step"] = statistics.mean(record["staleness/engine_busy_s"] for record in steady)
+        waits = [record[metric_names.WAIT_FOR_BATCH_S] + record[metric_names.WAIT_FOR_GENERATION_S] for record in steady]
+        figures["generation_seconds_per_step"] = statistics.mean(record[metric_names.ENGINE_BUSY_S] for record in steady)
         figures["train_seconds_per_step"] = statistics.mean(s - w for s, w in zip(step_seconds, waits))
         figures["wait_seconds_per_step"] = statistics.mean(waits)
-        figures["hidden_seconds_per_step"] = statistics.mean(record["staleness/generation_hidden_s"] for record in steady)
-        figures["engine_busy_fraction"] = statistics.mean(record["staleness/engine_busy_fraction"] for record in steady)
+        figures["hidden_seconds_per_step"] = statistics.mean(record[metric_names.GENERATION_HIDDEN_S] for record in steady)
+        figures["engine_busy_fraction"] = statistics.mean(record[metric_names.ENGINE_BUSY_FRACTION] for record in steady)
     return figures
 
 

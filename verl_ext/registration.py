@@ -13,12 +13,10 @@ from typing import Any, Optional
 
 import torch
 
-from verl_ext import step_metrics
+from verl_ext import metric_names, step_metrics
 from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES, EstimatorSpec, Hyperparameters, PolicyLossSpec
 from verl_ext.config import RECPolicyLossConfig
 from verl_ext.losses.opmd import REGULARIZER_FORMS
-
-METRIC_PREFIX = "actor/"
 
 
 def hyperparameters(config) -> Hyperparameters:
@@ -72,7 +70,7 @@ def as_verl_policy_loss(spec: PolicyLossSpec):
             loss_agg_mode=loss_agg_mode,
             **config.global_batch_info,
         )
-        return loss, {METRIC_PREFIX + name: float(value) for name, value in terms.metrics.items()}
+        return loss, {metric_names.ACTOR_PREFIX + name: float(value) for name, value in terms.metrics.items()}
 
     policy_loss.__name__ = f"compute_policy_loss_{spec.name}"
     policy_loss.__doc__ = f"{spec.paper_name} ({spec.reference}); registered by verl-ext."

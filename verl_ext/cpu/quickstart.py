@@ -17,11 +17,12 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from verl_ext import metric_names
 from verl_ext.cpu.launch import CPURun, CPURunResult, main_ppo_command, run_main_ppo
 from verl_ext.cpu.run_metrics import summarize, training_steps
 
 DEFAULT_STEPS = 60
-REWARD = "critic/score/mean"
+REWARD = metric_names.SCORE_MEAN
 
 
 def default_output_dir() -> Path:

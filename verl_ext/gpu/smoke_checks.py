@@ -19,6 +19,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from verl_ext import metric_names
 from verl_ext.cpu.run_metrics import metric_series, training_steps
 from verl_ext.staleness.schedule import StalenessSchedule
 
@@ -29,11 +30,12 @@ from verl_ext.staleness.schedule import StalenessSchedule
 BF16_LAG0_TOLERANCE = 0.02
 FLOAT32_LAG0_TOLERANCE = 1e-3
 
-LAG, VERSION = "staleness/lag", "staleness/behaviour_version"
-SYNCED, SYNCS, PUSHES = "staleness/synced", "staleness/weight_syncs", "staleness/weight_pushes"
-GAP, REWARD, GRAD_NORM, STEP_TIME = "staleness/behaviour_minus_current_log_prob", "critic/score/mean", "actor/grad_norm", "timing_s/step"
+LAG, VERSION = metric_names.LAG, metric_names.BEHAVIOUR_VERSION
+SYNCED, SYNCS, PUSHES = metric_names.SYNCED, metric_names.WEIGHT_SYNCS, metric_names.WEIGHT_PUSHES
+GAP, REWARD = metric_names.BEHAVIOUR_MINUS_CURRENT_LOG_PROB, metric_names.SCORE_MEAN
+GRAD_NORM, STEP_TIME = metric_names.GRAD_NORM, metric_names.STEP_SECONDS
 # What the summary reads (a metrics file cut down to these keys still checks the same).
-METRICS_READ = ("training/global_step", LAG, VERSION, SYNCED, SYNCS, PUSHES, GAP, REWARD, GRAD_NORM, STEP_TIME)
+METRICS_READ = (metric_names.GLOBAL_STEP, LAG, VERSION, SYNCED, SYNCS, PUSHES, GAP, REWARD, GRAD_NORM, STEP_TIME)
 
 
 @dataclass(frozen=True)
@@ -112,12 +114,12 @@ def summarize_smoke(
         Check(
             "weight syncs counted",
             syncs.get(last) == schedule.sync_count(total_steps),
-            f"staleness/weight_syncs {syncs.get(last)} at the last step, schedule {schedule.sync_count(total_steps)}",
+            f"{SYNCS} {syncs.get(last)} at the last step, schedule {schedule.sync_count(total_steps)}",
         ),
         Check(
             "weight pushes = start-up + syncs",
             pushes.get(last) == 1 + schedule.sync_count(total_steps),
-            f"staleness/weight_pushes {pushes.get(last)} at the last step, expected {1 + schedule.sync_count(total_steps)}",
+            f"{PUSHES} {pushes.get(last)} at the last step, expected {1 + schedule.sync_count(total_steps)}",
         ),
     ]
     lag0 = [gaps[row.step] for row in expected if row.lag == 0 and row.step in gaps]

@@ -39,7 +39,7 @@ from verl.trainer.ppo.v1.trainer_base import PPOTrainer, register_trainer
 from verl.utils.debug import marked_timer
 from verl.workers.utils.padding import response_from_nested
 
-from verl_ext import step_metrics
+from verl_ext import metric_names, step_metrics
 from verl_ext.staleness.config import TRAINER_MODE, delayed_sync_config_from
 from verl_ext.staleness.generation_tracker import GenerationTracker, GenerationWatcher, WindowTiming
 from verl_ext.staleness.mismatch import mean_behaviour_minus_current_log_prob
@@ -60,31 +60,14 @@ GENERATION_POLL_SECONDS = 0.05
 # how often the watcher thread records the end of a generation nobody waits for (overlap)
 WATCHER_POLL_SECONDS = 0.1
 
-METRIC_LAG = "staleness/lag"
-METRIC_BEHAVIOUR_VERSION = "staleness/behaviour_version"
-METRIC_WEIGHT_SYNCS = "staleness/weight_syncs"
-METRIC_SYNCED = "staleness/synced"
-METRIC_WEIGHT_PUSHES = "staleness/weight_pushes"
-METRIC_MISMATCH = "staleness/behaviour_minus_current_log_prob"
-METRIC_ZERO_VARIANCE_REMOVED = "staleness/zero_variance_groups_removed"
-METRIC_ZERO_VARIANCE_FRACTION = "staleness/zero_variance_groups_removed_fraction"
-# Timing of each step's window: from the end of the previous step's window (the start of the training loop
-# for the first step) to this step's metrics, validation included. See docs/staleness.md#overlap.
-METRIC_WAIT_FOR_BATCH = "staleness/wait_for_batch_s"
-METRIC_WAIT_FOR_GENERATION = "staleness/wait_for_generation_s"
-METRIC_GENERATION_HIDDEN = "staleness/generation_hidden_s"
-METRIC_ENGINE_BUSY = "staleness/engine_busy_s"
-METRIC_ENGINE_BUSY_FRACTION = "staleness/engine_busy_fraction"
-
-
 def timing_metrics(timing: WindowTiming) -> dict[str, float]:
     """The staleness/ timing metrics of one step's window."""
     return {
-        METRIC_WAIT_FOR_BATCH: timing.wait_for_batch,
-        METRIC_WAIT_FOR_GENERATION: timing.wait_for_generation,
-        METRIC_GENERATION_HIDDEN: timing.generation_hidden,
-        METRIC_ENGINE_BUSY: timing.engine_busy,
-        METRIC_ENGINE_BUSY_FRACTION: timing.engine_busy_fraction,
+        metric_names.WAIT_FOR_BATCH_S: timing.wait_for_batch,
+        metric_names.WAIT_FOR_GENERATION_S: timing.wait_for_generation,
+        metric_names.GENERATION_HIDDEN_S: timing.generation_hidden,
+        metric_names.ENGINE_BUSY_S: timing.engine_busy,
+        metric_names.ENGINE_BUSY_FRACTION: timing.engine_busy_fraction,
     }
 
 
@@ -202,8 +185,8 @@ class DelayedSyncTrainer(PPOTrainer):
         prepared = self.replay_buffer.prepare_step(step, sample_batch_size)
         self._prepared_step = prepared
         if self.delayed_sync.zero_variance_masking:
-            metrics[METRIC_ZERO_VARIANCE_REMOVED] = float(len(prepared.removed_uids))
-            metrics[METRIC_ZERO_VARIANCE_FRACTION] = len(prepared.removed_uids) / prepared.group_count
+            metrics[metric_names.ZERO_VARIANCE_GROUPS_REMOVED] = float(len(prepared.removed_uids))
+            metrics[metric_names.ZERO_VARIANCE_GROUPS_REMOVED_FRACTION] = len(prepared.removed_uids) / prepared.group_count
         if prepared.update_skipped:
             logger.warning(
                 f"delayed_sync: every one of the {prepared.group_count} prompt groups of step {step} has "
@@ -228,8 +211,8 @@ class DelayedSyncTrainer(PPOTrainer):
         self._window_start = now
         if self._prepared_step is not None and self._prepared_step.update_skipped:
             # no update: the batch has no advantages, log-probs or update metrics for verl's batch metrics
-            metrics.update({"training/global_step": global_steps, "training/epoch": epoch})
-            metrics.update({f"timing_s/{name}": value for name, value in timing_raw.items()})
+            metrics.update({metric_names.GLOBAL_STEP: global_steps, metric_names.EPOCH: epoch})
+            metrics.update({metric_names.timing(name): value for name, value in timing_raw.items()})
             return
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
 
@@ -241,7 +224,7 @@ class DelayedSyncTrainer(PPOTrainer):
     def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         batch = super()._compute_old_log_prob(batch, metrics)
         if self.delayed_sync.measure_mismatch:
-            metrics[METRIC_MISMATCH] = self._measure_mismatch(batch)
+            metrics[metric_names.BEHAVIOUR_MINUS_CURRENT_LOG_PROB] = self._measure_mismatch(batch)
         return batch
 
     def on_step_end(self):
@@ -267,9 +250,9 @@ class DelayedSyncTrainer(PPOTrainer):
         pending = getattr(self, "_pending_sync_metrics", None) or {}
         pending.update(
             {
-                METRIC_SYNCED: float(synced),
-                METRIC_WEIGHT_SYNCS: float(self.weight_syncs),
-                METRIC_WEIGHT_PUSHES: float(self.weight_pushes),
+                metric_names.SYNCED: float(synced),
+                metric_names.WEIGHT_SYNCS: float(self.weight_syncs),
+                metric_names.WEIGHT_PUSHES: float(self.weight_pushes),
             }
         )
         self._pending_sync_metrics = pending
@@ -469,7 +452,7 @@ class DelayedSyncTrainer(PPOTrainer):
                 f"delayed_sync: the batch of step {step} was generated by version {behaviour_version:g}, "
                 f"the schedule says {scheduled} (see the start-up warnings of a resumed run)"
             )
-        return {METRIC_BEHAVIOUR_VERSION: behaviour_version, METRIC_LAG: step - behaviour_version}
+        return {metric_names.BEHAVIOUR_VERSION: behaviour_version, metric_names.LAG: step - behaviour_version}
 
     def _measure_mismatch(self, batch: KVBatchMeta) -> float:
         """staleness/behaviour_minus_current_log_prob on this batch (see :mod:`verl_ext.staleness.mismatch`).
