@@ -43,8 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+from verl_ext import metric_names
+from verl_ext.metrics_file import MetricsFileError, read_metrics_file
+
 REWARD_WINDOW = 3
-EVAL_METRIC = re.compile(r"^val-core/(?P<source>.+)/(?:acc|reward)/mean@\d+$")
 PART_SUFFIX = re.compile(r"^(?P<run>.+)\.part(?P<part>\d+)$")
 
 
@@ -59,20 +61,16 @@ class Panel:
 PANELS = {
     panel.name: panel
     for panel in (
-        Panel("reward", "training reward", ("critic/score/mean", "critic/rewards/mean"), smooth=True),
+        Panel("reward", "training reward", (metric_names.SCORE_MEAN, metric_names.REWARDS_MEAN), smooth=True),
         Panel("eval", "evaluation accuracy"),
-        Panel("kl", "KL to the initial policy", ("actor/kl_loss",)),
-        Panel("clipfrac", "clip fraction", ("actor/pg_clipfrac",)),
-        Panel("lag", "lag (steps)", ("staleness/lag",)),
-        Panel("entropy", "entropy", ("actor/entropy", "actor/entropy_loss")),
-        Panel("response_length", "response length", ("response_length/mean",)),
+        Panel("kl", "KL to the initial policy", (metric_names.KL_LOSS,)),
+        Panel("clipfrac", "clip fraction", (metric_names.PG_CLIPFRAC,)),
+        Panel("lag", "lag (steps)", (metric_names.LAG,)),
+        Panel("entropy", "entropy", (metric_names.ENTROPY, metric_names.ENTROPY_LOSS)),
+        Panel("response_length", "response length", (metric_names.RESPONSE_LENGTH_MEAN,)),
     )
 }
 DEFAULT_PANELS = ("reward", "eval", "kl", "clipfrac", "lag")
-
-
-class MetricsFileError(ValueError):
-    """A metrics file that is not verl's file-logger JSONL (names the file, the line and the field)."""
 
 
 @dataclass
@@ -83,7 +81,7 @@ class Run:
     group: str = ""
     files: list[Path] = field(default_factory=list)
     metrics: dict[str, dict[int, float]] = field(default_factory=dict)
-    skipped_lines: int = 0  # a partly written last line (a run killed mid-write)
+    skipped_lines: int = 0  # last lines cut short (a run killed mid-write), one at most per file
 
     def series(self, metric: str) -> tuple[list[int], list[float]]:
         points = sorted(self.metrics.get(metric, {}).items())
@@ -104,42 +102,6 @@ def running_average(values: Sequence[float], window: int = REWARD_WINDOW) -> lis
     return out
 
 
-def read_metrics_file(path: Path, into: Optional[dict[str, dict[int, float]]] = None) -> tuple[dict[str, dict[int, float]], int]:
-    """Read one file-logger JSONL into {metric: {step: value}} (later lines win). Non-numeric values are left
-    out; an unreadable last line (a write cut short) is skipped and counted; any other bad line is an error."""
-    metrics = {} if into is None else into
-    lines = path.read_text(encoding="utf-8").splitlines()
-    skipped = 0
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            if number == len(lines):
-                skipped += 1
-                continue
-            raise MetricsFileError(f"{path}, line {number}: not JSON ({error.msg})") from None
-        except (RecursionError, ValueError) as error:  # nested too deeply; an integer of thousands of digits
-            reason = "nested too deeply" if isinstance(error, RecursionError) else error
-            raise MetricsFileError(f"{path}, line {number}: not a file-logger record ({reason})") from None
-        if not isinstance(record, dict) or "step" not in record or "data" not in record:
-            raise MetricsFileError(f"{path}, line {number}: expected verl's file-logger record {{\"step\": ..., \"data\": {{...}}}}")
-        step, data = record["step"], record["data"]
-        if isinstance(step, bool) or not isinstance(step, int):
-            raise MetricsFileError(f"{path}, line {number}, field 'step': expected an integer, got {step!r}")
-        if not isinstance(data, dict):
-            raise MetricsFileError(f"{path}, line {number}, field 'data': expected an object, got {type(data).__name__}")
-        for key, value in data.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                continue  # strings, lists, and NaN (written as null)
-            try:
-                metrics.setdefault(key, {})[step] = float(value)
-            except OverflowError:
-                raise MetricsFileError(f"{path}, line {number}, field 'data.{key}': a number too large for a float") from None
-    return metrics, skipped
-
-
 def _run_key(path: Path) -> tuple[str, int]:
     """(run name, part number): ``x.part2.jsonl`` -> ("x", 2); ``x.jsonl`` -> ("x", infinity-like)."""
     match = PART_SUFFIX.match(path.stem)
@@ -158,8 +120,10 @@ def load_runs(files: Sequence[Path]) -> list[Run]:
     for (folder, name), parts in by_run.items():
         run = Run(name=name)
         for _, path in sorted(parts):
-            _, skipped = read_metrics_file(path, into=run.metrics)
-            run.skipped_lines += skipped
+            part = read_metrics_file(path)
+            for metric, points in part.series().items():
+                run.metrics.setdefault(metric, {}).update(points)  # a later part wins on a repeated step
+            run.skipped_lines += part.skipped_lines
             run.files.append(path)
         description = folder / f"{name}.run.json"
         if description.is_file():
@@ -177,7 +141,7 @@ def eval_series(run: Run) -> tuple[list[int], list[float], list[str]]:
     """Evaluation accuracy per step: the mean over data sources of ``val-core/<source>/(acc|reward)/mean@N``."""
     sources = {}
     for metric in run.metrics:
-        match = EVAL_METRIC.match(metric)
+        match = metric_names.VALIDATION_MEAN.match(metric)
         if match:
             # one metric per source: prefer acc over reward, then the largest N
             current = sources.get(match["source"])
@@ -240,7 +204,7 @@ def build_figure(runs: Sequence[Run], panels: Sequence[str] = DEFAULT_PANELS, wi
                     axis.plot(steps, values, label=run.name, color=colours[run.name], marker="." if len(steps) < 20 else None)
                     plotted += 1
             if not plotted:
-                wanted = "val-core/<source>/acc/mean@N" if panel.name == "eval" else " or ".join(panel.metrics)
+                wanted = metric_names.VALIDATION_MEAN_TEXT if panel.name == "eval" else " or ".join(panel.metrics)
                 axis.text(0.5, 0.5, f"not logged\n({wanted})", ha="center", va="center", fontsize=8, transform=axis.transAxes)
             elif column == 0:
                 axis.legend(fontsize=7)

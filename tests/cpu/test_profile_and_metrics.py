@@ -10,7 +10,8 @@ import pytest
 
 from verl_ext.cpu.launch import CPURun, recipe_config_dir, run_overrides, verl_config_dir
 from verl_ext.cpu.profile import cpu_overrides, merge_overrides, override_key, shell_profile
-from verl_ext.cpu.run_metrics import read_step_metrics, summarize
+from verl_ext.cpu.run_metrics import summarize
+from verl_ext.metrics_file import MetricsFileError, read_metrics_file
 
 
 def test_merge_keeps_the_last_value_of_each_key_and_its_plus():
@@ -67,15 +68,15 @@ def test_step_metrics_merge_records_of_a_step_and_name_a_bad_line(tmp_path):
         {"step": 2, "data": {"training/global_step": 2, "critic/score/mean": 0.5, "timing_s/step": 1.0}},
     ]
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
-    steps = read_step_metrics(path)
+    steps = read_metrics_file(path).steps
     assert [s["step"] for s in steps] == [0, 1, 2] and steps[1]["extra"] == 1
     summary = summarize(steps)
     assert summary["steps"] == 2 and summary["reward_start"] == 0.1 and summary["reward_end"] == 0.5
     assert summary["first_step_seconds"] == 2.0
     assert summary["steps_per_second"] == pytest.approx(1 / 1.0)  # steps after the first
     path.write_text(path.read_text() + "{not json\n")
-    with pytest.raises(ValueError, match="line 5"):
-        read_step_metrics(path)
+    with pytest.raises(MetricsFileError, match="line 5"):
+        read_metrics_file(path)
 
 
 @pytest.mark.parametrize(

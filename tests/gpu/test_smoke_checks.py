@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_ext.cpu.run_metrics import read_step_metrics
+from verl_ext.metrics_file import read_metrics_file
 from verl_ext.gpu import smoke
 from verl_ext.gpu.smoke_checks import BF16_LAG0_TOLERANCE, FLOAT32_LAG0_TOLERANCE, summarize_smoke
 from verl_ext.staleness.schedule import StalenessSchedule
@@ -28,7 +28,7 @@ def failed_checks(steps, schedule=SCHEDULE, tolerance=FLOAT32_LAG0_TOLERANCE):
 
 
 def test_a_real_delayed_sync_run_passes_every_check():
-    summary = summarize_smoke(read_step_metrics(RUN), SCHEDULE, STEPS, FLOAT32_LAG0_TOLERANCE)
+    summary = summarize_smoke(read_metrics_file(RUN).steps, SCHEDULE, STEPS, FLOAT32_LAG0_TOLERANCE)
     assert summary.ok, [check for check in summary.checks if not check.ok]
     assert summary.lags == summary.scheduled_lags == [row.lag for row in SCHEDULE.preview(STEPS)]
     assert summary.pushes_after_steps == [row.step for row in SCHEDULE.preview(STEPS) if row.synced]
@@ -40,11 +40,11 @@ def test_a_real_delayed_sync_run_passes_every_check():
 
 def test_checked_against_another_schedule_the_same_run_fails():
     assert {"lags = schedule", "behaviour versions = schedule", "syncs after the schedule's steps"} <= failed_checks(
-        read_step_metrics(RUN), StalenessSchedule(sync_interval=3, sync_offset=0))
+        read_metrics_file(RUN).steps, StalenessSchedule(sync_interval=3, sync_offset=0))
 
 
 def _altered(step: int, key: str, value):
-    steps = read_step_metrics(RUN)
+    steps = read_metrics_file(RUN).steps
     steps[step][key] = value
     return steps
 
@@ -52,7 +52,7 @@ def _altered(step: int, key: str, value):
 @pytest.mark.parametrize(
     "steps, failing",
     [
-        (lambda: read_step_metrics(RUN)[:-1], {"steps logged", "weight syncs counted", "weight pushes = start-up + syncs",
+        (lambda: read_metrics_file(RUN).steps[:-1], {"steps logged", "weight syncs counted", "weight pushes = start-up + syncs",
                                               "lags = schedule", "behaviour versions = schedule",
                                               "syncs after the schedule's steps", "reward in [0, 1] at every step",
                                               "finite positive gradient at every step"}),

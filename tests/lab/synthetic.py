@@ -19,7 +19,7 @@ def step_records(rewards: Sequence[float], kl: Optional[Sequence[float]] = None,
 
 
 def as_steps(records: list[dict]) -> list[dict]:
-    """What verl_ext.cpu.run_metrics.read_step_metrics returns for ``records``."""
+    """What verl_ext.metrics_file.read_metrics_file(...).steps returns for ``records``."""
     return [{"step": record["step"], **record["data"]} for record in records]
 
 

@@ -32,9 +32,9 @@ def lab(tmp_path_factory, lab_assets):
 
 
 def logged(out, name):
-    from verl_ext.cpu.run_metrics import read_step_metrics
+    from verl_ext.metrics_file import read_metrics_file
 
-    return read_step_metrics(out / "verl_ext_cpu" / f"{name}.jsonl")
+    return read_metrics_file(out / "verl_ext_cpu" / f"{name}.jsonl").steps
 
 
 def test_the_lab_exits_cleanly_and_prints_json_last(lab):

@@ -11,12 +11,10 @@ import pytest
 
 from verl_ext.plotting import (
     DEFAULT_PANELS,
-    MetricsFileError,
     Run,
     build_figure,
     load_runs,
     plot_main,
-    read_metrics_file,
     running_average,
 )
 
@@ -102,20 +100,6 @@ def test_parts_of_a_resumed_run_are_joined_the_later_part_winning(tmp_path):
     (run,) = load_runs(sorted(tmp_path.glob("*.jsonl")))
     assert (run.name, run.group) == ("grpo", "offline")
     assert run.series("critic/score/mean") == ([1, 2, 3], [0.1, 0.25, 0.3])
-
-
-def test_bad_metrics_files_are_named_with_line_and_field(tmp_path):
-    path = tmp_path / "bad.jsonl"
-    path.write_text('{"step": 1, "data": {"a": 1}}\nnot json\n{"step": 3, "data": {}}\n')
-    with pytest.raises(MetricsFileError, match=r"bad.jsonl, line 2: not JSON"):
-        read_metrics_file(path)
-    path.write_text('{"step": "one", "data": {}}\n')
-    with pytest.raises(MetricsFileError, match=r"line 1, field 'step'"):
-        read_metrics_file(path)
-    # a last line cut short (a run killed mid-write) is skipped and counted; null (NaN) values are left out
-    path.write_text('{"step": 1, "data": {"a": 1, "b": null, "c": "text"}}\n{"step": 2, "da')
-    metrics, skipped = read_metrics_file(path)
-    assert metrics == {"a": {1: 1.0}} and skipped == 1
 
 
 def test_plot_command_writes_one_png_per_folder(tmp_path, capsys):

@@ -29,7 +29,7 @@ from typing import Any, Optional, Sequence
 
 from verl_ext.cpu.profile import cpu_environment, cpu_overrides, merge_overrides
 from verl_ext.cpu.rollout_events import read_rollout_events
-from verl_ext.cpu.run_metrics import file_logger_path, read_step_metrics
+from verl_ext.metrics_file import file_logger_path, read_metrics_file
 from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME
 from verl_ext.recipe import config_dir as recipe_config_dir  # the packaged recipe config, in a checkout or installed
 
@@ -88,9 +88,9 @@ class CPURunResult:
 
     @property
     def steps(self) -> list[dict[str, Any]]:
-        """verl's logged metrics, one dict per step (see :func:`verl_ext.cpu.run_metrics.read_step_metrics`)."""
+        """verl's logged metrics, one dict per step (see :func:`verl_ext.metrics_file.read_metrics_file`)."""
         if self._steps is None:
-            self._steps = read_step_metrics(self.metrics_path) if self.metrics_path.is_file() else []
+            self._steps = read_metrics_file(self.metrics_path).steps if self.metrics_path.is_file() else []
         return self._steps
 
     @property

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from verl_ext import metric_names
 from verl_ext.argument_types import non_negative_int, positive_int
 from verl_ext.gpu.smoke_checks import BF16_LAG0_TOLERANCE, FLOAT32_LAG0_TOLERANCE, format_smoke, summarize_smoke
 
@@ -52,9 +53,19 @@ def smoke_run(steps: int, sync_interval: int, sync_offset: int, loss: str, extra
     )
 
 
+def read_logged_steps(path: Path, figures: dict[str, str]) -> list[dict]:
+    """The run's logged steps (:func:`verl_ext.metrics_file.read_metrics_file`); a last line cut short is
+    noted in ``figures``, so that the summary says so."""
+    from verl_ext.metrics_file import read_metrics_file
+
+    metrics = read_metrics_file(path)
+    if metrics.skipped_lines:
+        figures["metrics file"] = f"skipped {metrics.skipped_lines} last line cut short"
+    return metrics.steps
+
+
 def run_smoke(args, extra: Sequence[str]) -> tuple[Optional[dict], Optional[str], dict[str, str]]:
     """Build the assets, run, and return (the run's logged steps, an error, figures for the summary)."""
-    from verl_ext.cpu.run_metrics import read_step_metrics
     from verl_ext.tiny.assets import build_tiny_assets, default_assets_dir
 
     size = "gpu" if args.backend == "gpu" else "cpu"
@@ -80,8 +91,8 @@ def run_smoke(args, extra: Sequence[str]) -> tuple[Optional[dict], Optional[str]
         print("[verl-ext] running verl's trainer:\n  " + shlex.join(main_ppo_command(run, out, assets)), flush=True)
         result = run_main_ppo(run, out, assets, echo=not args.quiet, timeout=TIMEOUT_SECONDS)
     measurements = result.measurements
-    steps = read_step_metrics(result.metrics_path) if result.metrics_path.is_file() else []
-    first_step = next((record["timing_s/step"] for record in steps if "timing_s/step" in record), None)
+    steps = read_logged_steps(result.metrics_path, figures) if result.metrics_path.is_file() else []
+    first_step = next((record[metric_names.STEP_SECONDS] for record in steps if metric_names.STEP_SECONDS in record), None)
     startup = measurements.startup_seconds(first_step) if measurements else None
     if startup is not None:
         figures["start-up"] = f"{startup:.0f} s (launch to the training loop)"
@@ -122,11 +133,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     schedule = StalenessSchedule(sync_interval=args.sync_interval, sync_offset=args.sync_offset)
     figures: dict[str, str] = {}
     if args.metrics is not None:
-        from verl_ext.cpu.run_metrics import read_step_metrics
-
         if not args.metrics.is_file():
             parser.error(f"--metrics {args.metrics}: no such file")
-        steps, error = read_step_metrics(args.metrics), None
+        from verl_ext.metrics_file import MetricsFileError
+
+        try:
+            steps, error = read_logged_steps(args.metrics, figures), None
+        except MetricsFileError as bad_file:
+            parser.error(f"--metrics: {bad_file}")
         figures["metrics"] = str(args.metrics)
     else:
         if args.backend == "gpu":

@@ -30,7 +30,8 @@ from typing import Any, Optional, Sequence
 from verl_ext.lab.plan import LabRun
 from verl_ext.lab.report import run_record
 from verl_ext.lab.session import STATUS_FILE
-from verl_ext.lab.summary import REWARD_METRIC, summarize_run
+from verl_ext.lab.summary import REWARD_METRIC, summarize_run, trained_steps
+from verl_ext.metrics_file import read_metrics_file
 
 POLL_SECONDS = 1.0
 STOP_GRACE_SECONDS = 30.0
@@ -75,29 +76,17 @@ def check_runs(runs: Sequence[LabRun], out_dir: Path, assets_dir: Path) -> None:
 
 
 def logged_training_steps(path: Path) -> int:
-    """How many steps with a reward a (possibly growing) verl file-logger JSONL holds."""
+    """How many steps with a reward a (possibly growing) verl file-logger JSONL holds (a last line being
+    written is not counted: :mod:`verl_ext.metrics_file`)."""
     if not path.is_file():
         return 0
-    count = 0
-    with path.open("rb") as handle:
-        for line in handle:
-            if line.endswith(b"\n") and REWARD_METRIC.encode() in line:
-                count += 1
-    return count
+    return len(trained_steps(read_metrics_file(path).steps))
 
 
 def last_reward(path: Path) -> Optional[float]:
-    if not path.is_file():
-        return None
-    value = None
-    with path.open("rb") as handle:
-        for line in handle:
-            if line.endswith(b"\n") and REWARD_METRIC.encode() in line:
-                try:
-                    value = float(json.loads(line)["data"][REWARD_METRIC])
-                except (ValueError, KeyError, TypeError):
-                    pass
-    return value
+    """The reward of the last step logged so far, None before the first."""
+    rows = trained_steps(read_metrics_file(path).steps) if path.is_file() else []
+    return float(rows[-1][REWARD_METRIC]) if rows else None
 
 
 def read_status(path: Path) -> dict[str, dict[str, Any]]:
@@ -147,7 +136,6 @@ def run_lab(
     ``assets_dir`` holds the initial model and the task's data (:func:`verl_ext.lab.warm_start.initial_policy_assets`).
     """
     from verl_ext.cpu.launch import run_overrides
-    from verl_ext.cpu.run_metrics import read_step_metrics
 
     paths = LabPaths(Path(out_dir).resolve())
     paths.out_dir.mkdir(parents=True, exist_ok=True)
@@ -166,19 +154,22 @@ def run_lab(
     records = []
     for run in runs:
         metrics = paths.metrics(run)
-        steps = read_step_metrics(metrics) if metrics.is_file() else []
-        error = errors.get(run.name) or missing_steps_error(run, steps, metrics)
+        logged = read_metrics_file(metrics) if metrics.is_file() else None
+        steps = logged.steps if logged else []
+        error = errors.get(run.name) or missing_steps_error(run, steps, metrics, logged.skipped_lines if logged else 0)
         records.append(run_record(run, summarize_run(steps, target=target), error))
     return records
 
 
-def missing_steps_error(run: LabRun, steps: list[dict[str, Any]], metrics: Path) -> Optional[str]:
+def missing_steps_error(run: LabRun, steps: list[dict[str, Any]], metrics: Path, skipped_lines: int = 0) -> Optional[str]:
     """An error when verl logged fewer training steps than the run asked for (a run cut short would
-    otherwise be summarised as if it were complete); None when all were logged."""
+    otherwise be summarised as if it were complete); None when all were logged. ``skipped_lines``: the
+    metrics file's last line was cut short (a write interrupted) and not read."""
     trained = sum(1 for step in steps if REWARD_METRIC in step)
     if trained >= run.steps:
         return None
-    return f"verl logged {trained} of {run.steps} training steps in {metrics}"
+    cut = "; its last line was cut short and skipped" if skipped_lines else ""
+    return f"verl logged {trained} of {run.steps} training steps in {metrics}{cut}"
 
 
 def _run_in_child(pending, paths: LabPaths, assets_dir: Path, all_runs, progress_console) -> dict[str, Optional[str]]:

@@ -1,7 +1,7 @@
 """What the lab reads off one run's logged metrics, and how runs of the same algorithm and setting combine.
 
-Pure functions over verl's per-step metrics (``[{"step": 1, "critic/score/mean": 0.31, ...}, ...]``, as
-:func:`verl_ext.cpu.run_metrics.read_step_metrics` returns them). Definitions:
+Pure functions over verl's per-step metrics (``[{"step": 1, "critic/score/mean": 0.31, ...}, ...]``, the
+``steps`` of :func:`verl_ext.metrics_file.read_metrics_file`; names from :mod:`verl_ext.metric_names`). Definitions:
 
 - reward at step t: ``critic/score/mean`` (the mean sequence reward of the step's training batch) divided
   by the task's maximum reward (1 for the counting task), so it is a fraction of the maximum;
@@ -28,11 +28,12 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from verl_ext import metric_names
 from verl_ext.plotting import running_average
 
-REWARD_METRIC = "critic/score/mean"
-KL_METRIC = "actor/kl_loss"
-LAG_METRIC = "staleness/lag"
+REWARD_METRIC = metric_names.SCORE_MEAN
+KL_METRIC = metric_names.KL_LOSS
+LAG_METRIC = metric_names.LAG
 TASK_MAX_REWARD = 1.0  # verl_ext.tiny.task.count_reward is in [0, 1]
 DEFAULT_TARGET = 0.9
 SMOOTHING_WINDOW = 5

@@ -1,0 +1,115 @@
+"""verl's metrics file: where verl's file logger writes it, and the one reader every verl-ext tool uses.
+
+verl's ``FileLogger`` (``verl/utils/tracking.py``, backend ``file`` of ``trainer.logger``) appends one line
+``{"step": int, "data": {metric: value}}`` per ``Tracking.log`` call, at ``$VERL_FILE_LOGGER_PATH`` or
+``$VERL_FILE_LOGGER_ROOT/<project_name>/<experiment_name>.jsonl``. A step can have several records
+(validation before training is logged at the start step too); they are merged, a later value winning.
+Metric names: :mod:`verl_ext.metric_names`.
+
+The reading policy, the same for ``verl-ext plot``, the lab, the smoke checks, the CPU run summary and the
+benchmarks:
+
+- every line must be a file-logger record; one that is not is a :class:`MetricsFileError` naming the file,
+  the line and, where it applies, the field;
+- except the last line when it does not end with a newline and does not parse: that is a write cut short
+  (a run killed mid-write, or a file read while verl writes it). It is skipped and counted
+  (:attr:`MetricsFile.skipped_lines`) so that the caller can say so; a complete last line is checked like
+  any other;
+- metric values are kept as written; :meth:`MetricsFile.series` keeps the numbers among them (strings,
+  lists and ``null`` -- verl's NaN -- are left out) as floats.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class MetricsFileError(ValueError):
+    """A metrics file that is not verl's file-logger JSONL (names the file, the line and the field)."""
+
+
+def file_logger_path(root: str | os.PathLike, project_name: str, experiment_name: str) -> Path:
+    """Where verl's FileLogger writes when ``VERL_FILE_LOGGER_ROOT=root`` (and no VERL_FILE_LOGGER_PATH)."""
+    return Path(root) / project_name / f"{experiment_name}.jsonl"
+
+
+@dataclass(frozen=True)
+class MetricsFile:
+    """One metrics file as read: its records merged by step, and how many cut-short lines were skipped."""
+
+    path: Path
+    steps: list[dict[str, Any]]  # [{"step": 1, metric: value, ...}, ...] in step order
+    skipped_lines: int = 0  # 1 when the last line was a write cut short, else 0
+
+    def series(self) -> dict[str, dict[int, float]]:
+        """``{metric: {step: value}}`` of the numeric values (``bool`` is not a number here)."""
+        out: dict[str, dict[int, float]] = {}
+        for record in self.steps:
+            step = record["step"]
+            for name, value in record.items():
+                if name != "step" and _is_number(value):
+                    out.setdefault(name, {})[step] = float(value)
+        return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def read_metrics_file(path: str | os.PathLike) -> MetricsFile:
+    """Read one file-logger JSONL under the policy of the module docstring."""
+    path = Path(path)
+    try:
+        content = path.read_bytes()
+    except OSError as error:
+        raise MetricsFileError(f"{path}: cannot read the metrics file ({error.strerror or error})") from None
+    lines = content.split(b"\n")  # the last element is b"" when the file ends with a newline
+    by_step: dict[int, dict[str, Any]] = {}
+    skipped = 0
+    for index, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        number = index + 1
+        cut_short = index == len(lines) - 1  # the last line, with no newline after it
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            if cut_short:
+                skipped += 1
+                continue
+            raise MetricsFileError(f"{path}, line {number}: not UTF-8 text") from None
+        except json.JSONDecodeError as error:
+            if cut_short:
+                skipped += 1
+                continue
+            raise MetricsFileError(f"{path}, line {number}: not JSON ({error.msg})") from None
+        except (RecursionError, ValueError) as error:  # nested too deeply; an integer of thousands of digits
+            reason = "nested too deeply" if isinstance(error, RecursionError) else error
+            raise MetricsFileError(f"{path}, line {number}: not a file-logger record ({reason})") from None
+        step, data = _checked_record(record, path, number)
+        by_step.setdefault(step, {"step": step}).update(data)
+    return MetricsFile(path, [by_step[step] for step in sorted(by_step)], skipped)
+
+
+def _checked_record(record: Any, path: Path, number: int) -> tuple[int, dict[str, Any]]:
+    where = f"{path}, line {number}"
+    if not isinstance(record, dict) or "step" not in record or "data" not in record:
+        raise MetricsFileError(f"{where}: expected verl's file-logger record {{\"step\": ..., \"data\": {{...}}}}")
+    step, data = record["step"], record["data"]
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise MetricsFileError(f"{where}, field 'step': expected an integer, got {step!r}")
+    if not isinstance(data, dict):
+        raise MetricsFileError(f"{where}, field 'data': expected an object, got {type(data).__name__}")
+    if "step" in data:
+        raise MetricsFileError(f"{where}, field 'data.step': a metric may not be named 'step' (the record's own field)")
+    for name, value in data.items():
+        if _is_number(value):
+            try:
+                float(value)
+            except OverflowError:
+                raise MetricsFileError(f"{where}, field 'data.{name}': a number too large for a float") from None
+    return step, data
