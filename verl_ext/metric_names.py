@@ -59,7 +59,10 @@ STEP_SECONDS = TIMING_PREFIX + "step"  # the whole training step
 GLOBAL_STEP = "training/global_step"
 EPOCH = "training/epoch"
 
-# The actor's metrics, logged under "actor/" by verl's workers (verl/workers/engine_workers.py).
+# The actor's metrics, logged under "actor/" by verl's workers (verl/workers/engine_workers.py). verl's policy
+# losses name their metrics "actor/<name>" (verl/trainer/ppo/core_algos.py); verl-ext's registered losses
+# do the same with their terms' metrics (verl_ext.registration).
+ACTOR_PREFIX = "actor/"
 KL_LOSS = "actor/kl_loss"  # verl/workers/utils/losses.py: KL to the reference model (use_kl_loss)
 PG_CLIPFRAC = "actor/pg_clipfrac"  # verl/trainer/ppo/core_algos.py's losses, and verl-ext's (verl_ext.registration)
 ENTROPY = "actor/entropy"  # verl/trainer/ppo/v1/trainer_base.py (actor.calculate_entropy=true)
