@@ -1,4 +1,10 @@
-"""The plugin loads through verl's entry point in a fresh process, and ``verl-ext`` reports on it."""
+"""The plugin loads through verl's entry point in a fresh process, and ``verl-ext`` reports on it.
+
+Two fresh processes (the plugin's loading is per process, so these cannot run in pytest's): one imports
+verl the way a user's process does, reads the registries, then runs the doctor (``verl-ext is ready``);
+the other runs ``python -m verl_ext.cli doctor`` with verl told not to load the plugin (it must fail).
+``verl-ext list`` reads no registry state, so it runs in this process.
+"""
 
 import json
 import os
@@ -6,6 +12,9 @@ import subprocess
 import sys
 
 from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
+from verl_ext.cli import main as cli_main
+
+REGISTRIES = "registries: "
 
 
 def run(code_or_args, env_extra=None, module=False):
@@ -14,21 +23,19 @@ def run(code_or_args, env_extra=None, module=False):
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd="/")
 
 
-def test_plain_import_verl_registers_everything_in_a_fresh_process():
+def test_plain_import_verl_registers_everything_and_the_doctor_passes_in_a_fresh_process():
     result = run(
-        "import json, verl\n"
+        "import json, sys, verl\n"
         "from verl.trainer.ppo import core_algos\n"
-        "print(json.dumps([sorted(core_algos.POLICY_LOSS_REGISTRY), sorted(core_algos.ADV_ESTIMATOR_REGISTRY)]))"
+        f"print({REGISTRIES!r} + json.dumps([sorted(core_algos.POLICY_LOSS_REGISTRY), sorted(core_algos.ADV_ESTIMATOR_REGISTRY)]))\n"
+        "from verl_ext.cli import main\n"  # only now: the registries above were filled by `import verl` alone
+        "sys.exit(main(['doctor']))\n"
     )
-    assert result.returncode == 0, result.stderr
-    losses, estimators = json.loads(result.stdout.strip().splitlines()[-1])
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith(REGISTRIES))
+    losses, estimators = json.loads(line[len(REGISTRIES):])
     assert set(POLICY_LOSSES) <= set(losses)
     assert set(ESTIMATORS) <= set(estimators)
-
-
-def test_doctor_passes_on_this_install():
-    result = run(["doctor"], module=True)
-    assert result.returncode == 0, result.stdout + result.stderr
     assert "verl-ext is ready" in result.stdout
 
 
@@ -38,10 +45,9 @@ def test_doctor_fails_loudly_when_verl_does_not_load_the_plugin():
     assert "FAIL" in result.stdout and "rec_oneside_nois" in result.stdout
 
 
-def test_list_names_every_algorithm_with_keys_and_recipe_defaults():
-    result = run(["list", "--format", "json"], module=True)
-    assert result.returncode == 0, result.stderr
-    rows = {row["name"]: row for row in json.loads(result.stdout)}
+def test_list_names_every_algorithm_with_keys_and_recipe_defaults(capsys):
+    assert cli_main(["list", "--format", "json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert set(rows) == set(POLICY_LOSSES) | set(ESTIMATORS)
     ring = rows["rec_ring_nois"]
     assert ring["paper_name"] == "REC-Ring-NoIS"
