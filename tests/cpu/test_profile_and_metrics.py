@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from verl_ext.cpu.launch import CPURun, recipe_config_dir, run_overrides, verl_config_dir
-from verl_ext.cpu.profile import cpu_overrides, merge_overrides, override_key, shell_profile
+from verl_ext.cpu.profile import cpu_overrides, shell_profile
 from verl_ext.cpu.run_metrics import summarize
+from verl_ext.experiments.overrides import merge_overrides, override_key
 from verl_ext.metrics_file import MetricsFileError, read_metrics_file
 
 

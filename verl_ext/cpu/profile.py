@@ -16,7 +16,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
 # Why each environment variable is set.
 ENVIRONMENT_REASONS = {
@@ -138,29 +138,6 @@ def _hydra_value(value: object) -> str:
     if isinstance(value, bool):
         return str(value)
     return str(value)
-
-
-def override_key(override: str) -> str:
-    """``"+a.b=1"`` -> ``"a.b"``: the config key an override sets (without ``+``, ``++`` or ``~``)."""
-    key = override.split("=", 1)[0]
-    return key.lstrip("+~")
-
-
-def merge_overrides(*groups: Iterable[str]) -> list[str]:
-    """Concatenate override lists; a key set again later replaces the earlier entry (last one wins).
-
-    A later plain ``key=value`` for a key an earlier group added with ``+key=...`` keeps the ``+`` (the key
-    is not in verl's config, so Hydra needs it).
-    """
-    merged: dict[str, str] = {}
-    for group in groups:
-        for override in group:
-            key = override_key(override)
-            if key in merged and merged[key].startswith("+") and not override.startswith(("+", "~")):
-                override = "+" + override
-            merged.pop(key, None)
-            merged[key] = override
-    return list(merged.values())
 
 
 def shell_profile(assets_dir: str | Path) -> str:
