@@ -61,7 +61,7 @@ def test_lab_dry_run_of_many_seeds_is_linear(capsys):
     assert lab_main(["--algorithms", "reinforce", "--seeds", "20000", "--steps", "3", "--dry-run"]) == 0
     elapsed = time.perf_counter() - started
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 20000 and lines[-1].startswith("reinforce-m1n0-lr0.001-T3-seed19999 (3 steps)")
+    assert len(lines) == 20000 and lines[-1].startswith("rec_reinforce-lr0.001-on_policy-T3-seed19999 (3 steps)")
     assert elapsed < 8, elapsed  # about 1 s on 2 idle cores; a quadratic check takes 14 s
 
 

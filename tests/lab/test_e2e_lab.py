@@ -41,7 +41,7 @@ def test_the_lab_exits_cleanly_and_prints_json_last(lab):
     assert lab["status"] == 0, (lab["out"] / "lab.log").read_text()[-4000:]
     records = json.loads(lab["stdout"].strip().splitlines()[-1])
     assert [(r["algorithm"], r["sync_interval"], r["sync_offset"], r["offline"], r["seed"]) for r in records] == [
-        ("reinforce", 2, 0, False, 0), ("rec_oneside_nois", 2, 0, False, 0)]
+        ("rec_reinforce", 2, 0, False, 0), ("rec_oneside_nois", 2, 0, False, 0)]
     assert all(r["error"] is None and r["steps"] == STEPS for r in records)
     assert "rec_oneside_nois" in lab["stdout"] and "KL to initial" in lab["stdout"]
     assert (lab["out"] / "custom.png").stat().st_size > 10_000
@@ -49,7 +49,8 @@ def test_the_lab_exits_cleanly_and_prints_json_last(lab):
 
 def test_json_figures_are_the_logged_rewards(lab):
     records = {r["algorithm"]: r for r in json.loads(lab["stdout"].strip().splitlines()[-1])}
-    for algorithm, name in (("reinforce", "reinforce-m2n0-lr0.001-T4-seed0"), ("rec_oneside_nois", "rec_oneside_nois-m2n0-lr0.001-T4-seed0")):
+    for algorithm, name in (("rec_reinforce", "rec_reinforce-lr0.001-sync_interval_2-T4-seed0"),
+                            ("rec_oneside_nois", "rec_oneside_nois-lr0.001-sync_interval_2-T4-seed0")):
         steps = logged(lab["out"], name)
         rewards = [step["critic/score/mean"] for step in steps]
         assert len(rewards) == STEPS
@@ -57,8 +58,8 @@ def test_json_figures_are_the_logged_rewards(lab):
 
 
 def test_runs_used_our_losses_the_staleness_schedule_and_measured_kl(lab):
-    oneside = logged(lab["out"], "rec_oneside_nois-m2n0-lr0.001-T4-seed0")
-    reinforce = logged(lab["out"], "reinforce-m2n0-lr0.001-T4-seed0")
+    oneside = logged(lab["out"], "rec_oneside_nois-lr0.001-sync_interval_2-T4-seed0")
+    reinforce = logged(lab["out"], "rec_reinforce-lr0.001-sync_interval_2-T4-seed0")
     for steps in (oneside, reinforce):
         assert [step["staleness/lag"] for step in steps] == [0, 1, 0, 1]
         assert [step["staleness/synced"] for step in steps] == [0, 1, 0, 1]

@@ -5,9 +5,10 @@ import json
 import pytest
 
 from tests.lab.synthetic import as_steps, step_records
-from verl_ext.lab.algorithms import parse_algorithm
+from verl_ext.experiments.algorithms import parse_algorithm
+from verl_ext.experiments.settings import Setting
 from verl_ext.lab.figure import plot_groups, seed_band
-from verl_ext.lab.plan import LabRun, Setting
+from verl_ext.lab.plan import LabRun
 from verl_ext.lab.report import JSON_KEYS, json_records, markdown_table, rich_table, run_record, table_rows
 from verl_ext.lab.summary import aggregate, summarize_run
 
@@ -15,14 +16,14 @@ from verl_ext.lab.summary import aggregate, summarize_run
 def lab_records():
     records = []
     for spec, rewards_by_seed in (
-        ("reinforce", ([0.1 * (i % 5) for i in range(20)], [0.2] * 20)),
-        ("rec_oneside_nois@0.6_2.0", ([min(1.0, 0.1 * i) for i in range(20)], [min(1.0, 0.08 * i) for i in range(20)])),
+        ("rec_reinforce", ([0.1 * (i % 5) for i in range(20)], [0.2] * 20)),
+        ("rec_oneside_nois@0.6_2", ([min(1.0, 0.1 * i) for i in range(20)], [min(1.0, 0.08 * i) for i in range(20)])),
     ):
         for seed, rewards in enumerate(rewards_by_seed):
             run = LabRun(parse_algorithm(spec), Setting(20, 0), seed=seed, steps=20)
             steps = as_steps(step_records(rewards, kl=[0.01 * i for i in range(20)], lag=[i % 20 for i in range(20)]))
             records.append(run_record(run, summarize_run(steps), None))
-    failed = LabRun(parse_algorithm("reinforce"), Setting(20, 0), seed=2, steps=20)
+    failed = LabRun(parse_algorithm("rec_reinforce"), Setting(20, 0), seed=2, steps=20)
     records.append(run_record(failed, summarize_run([]), "RuntimeError: boom"))
     return records
 
@@ -35,7 +36,8 @@ def test_json_records_start_with_the_contract_keys_and_serialise():
     assert json.loads(json.dumps(records)) == records
     first = records[0]
     assert (first["algorithm"], first["sync_interval"], first["sync_offset"], first["offline"], first["seed"]) == (
-        "reinforce", 20, 0, False, 0)
+        "rec_reinforce", 20, 0, False, 0)
+    assert (first["name"], first["setting"]) == ("rec_reinforce-lr0.001-sync_interval_20-T20-seed0", "sync_interval_20")
     assert first["final_reward"] == pytest.approx((0.3 + 0.4) / 2)  # last 10% of 20 steps: steps 19, 20
     assert first["epsilon_low"] is None and first["max_lag"] == 19
     enlarged = records[2]
@@ -47,7 +49,7 @@ def test_json_records_start_with_the_contract_keys_and_serialise():
 
 
 def test_a_run_that_logged_nothing_is_an_error_even_without_an_exception():
-    run = LabRun(parse_algorithm("reinforce"), Setting(), seed=0, steps=3)
+    run = LabRun(parse_algorithm("rec_reinforce"), Setting(), seed=0, steps=3)
     assert run_record(run, summarize_run([]), None)["error"] == "no training step logged"
 
 
@@ -55,7 +57,7 @@ def test_table_rows_show_mean_std_reached_and_failures():
     groups = aggregate(lab_records())
     rows = table_rows(groups, target=0.9)
     reinforce, enlarged = rows
-    assert reinforce[:4] == ["m=20,n=0", "reinforce", "0.001", "3 (1 failed)"]
+    assert reinforce[:4] == ["sync_interval_20", "rec_reinforce", "0.001", "3 (1 failed)"]
     assert reinforce[6] == "never"
     assert enlarged[3] == "2" and enlarged[6] == "14 ± 1 (2/2)"
     assert enlarged[4] == "1.00 ± 0.00"  # both seeds end at the maximum
@@ -72,7 +74,7 @@ def test_seed_band_is_mean_min_max_at_every_step():
 
 def test_the_figure_is_a_png_with_one_column_per_setting(tmp_path):
     records = lab_records()
-    on_policy = LabRun(parse_algorithm("reinforce"), Setting(), seed=0, steps=20)
+    on_policy = LabRun(parse_algorithm("rec_reinforce"), Setting(), seed=0, steps=20)
     records.append(run_record(on_policy, summarize_run(as_steps(step_records([0.5] * 20))), None))
     path = plot_groups(aggregate(records), tmp_path / "figure" / "curves.png", target=0.9, title="test")
     from PIL import Image
@@ -86,7 +88,7 @@ def test_the_figure_is_a_png_with_one_column_per_setting(tmp_path):
 def test_a_run_cut_short_is_an_error_naming_how_many_steps_verl_logged(tmp_path):
     from verl_ext.lab.runner import missing_steps_error
 
-    run = LabRun(parse_algorithm("reinforce"), Setting(), seed=0, steps=5)
+    run = LabRun(parse_algorithm("rec_reinforce"), Setting(), seed=0, steps=5)
     metrics = tmp_path / "run.jsonl"
     assert missing_steps_error(run, as_steps(step_records([0.5] * 3)), metrics) == f"verl logged 3 of 5 training steps in {metrics}"
     assert missing_steps_error(run, as_steps(step_records([0.5] * 5)), metrics) is None

@@ -81,26 +81,26 @@ def test_spread_is_mean_and_sample_std():
     assert Spread.of([None]).format() == "-"
 
 
-def record(algorithm, seed, rewards, setting="m=20,n=0", lr=0.01):
+def record(algorithm, seed, rewards, setting="sync_interval_20", lr=0.01):
     summary = summarize_run(as_steps(step_records(rewards))) if rewards is not None else None
     return {"setting": setting, "algorithm": algorithm, "learning_rate": lr, "seed": seed, "summary": summary}
 
 
 def test_aggregate_groups_by_setting_algorithm_and_lr_in_first_seen_order():
     records = [
-        record("reinforce", 0, [0.95] * 10),
-        record("reinforce", 1, [0.2] * 10),
+        record("rec_reinforce", 0, [0.95] * 10),
+        record("rec_reinforce", 1, [0.2] * 10),
         record("rec_oneside_nois", 0, [0.95] * 10),
         record("rec_oneside_nois", 1, None),  # failed
-        record("reinforce", 0, [0.5] * 10, setting="on-policy"),
-        record("reinforce", 0, [0.5] * 10, lr=0.02),
+        record("rec_reinforce", 0, [0.5] * 10, setting="on_policy"),
+        record("rec_reinforce", 0, [0.5] * 10, lr=0.02),
     ]
     groups = aggregate(records)
     assert [(g.setting, g.algorithm, g.learning_rate) for g in groups] == [
-        ("m=20,n=0", "reinforce", 0.01),
-        ("m=20,n=0", "rec_oneside_nois", 0.01),
-        ("on-policy", "reinforce", 0.01),
-        ("m=20,n=0", "reinforce", 0.02),
+        ("sync_interval_20", "rec_reinforce", 0.01),
+        ("sync_interval_20", "rec_oneside_nois", 0.01),
+        ("on_policy", "rec_reinforce", 0.01),
+        ("sync_interval_20", "rec_reinforce", 0.02),
     ]
     reinforce, oneside = groups[0], groups[1]
     assert reinforce.final_reward.mean == pytest.approx((0.95 + 0.2) / 2)

@@ -2,12 +2,12 @@
 
     verl-ext lab                                   # the headline finding, a few minutes on 2 cores
     verl-ext lab --grid clipping                   # one preset per finding of the paper (--list-grids)
-    verl-ext lab --algorithms reinforce,rec_oneside_nois --sync-interval 20 --steps 60 --seeds 2
-    verl-ext lab --algorithms rec_oneside_nois,rec_oneside_nois@0.6_2.0 --offline --json
+    verl-ext lab --algorithms rec_reinforce,rec_oneside_nois --settings sync_interval_20 --steps 60 --seeds 2
+    verl-ext lab --algorithms rec_oneside_nois,rec_oneside_nois@0.6_2 --settings offline --json
 
 Every run is ``python -m verl.trainer.main_ppo`` with the recipe config on the CPU backend (tiny Qwen2
-model, counting task, :mod:`verl_ext.cpu`), the algorithm as registered by verl-ext, and the staleness
-set by ``trainer.v1.trainer_mode=delayed_sync``; the runs share one Ray start-up. At the end: a table per
+model, counting task, :mod:`verl_ext.cpu`), the algorithm preset and the staleness setting of the run
+scripts (:mod:`verl_ext.experiments`: the same names, the same overrides); the runs share one Ray start-up. At the end: a table per
 algorithm and setting, a PNG of the curves, and (``--json``) one JSON record per run as the last line.
 See ``docs/lab.md``.
 """
@@ -21,13 +21,15 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from verl_ext.argument_types import non_negative_int, positive_float, positive_int
-from verl_ext.lab.algorithms import ALGORITHMS, DEFAULT_EPSILONS, parse_algorithms
+from verl_ext.experiments.algorithms import ALGORITHMS, ALIASES, DEFAULT_EPSILONS, parse_algorithm, parse_algorithms
+from verl_ext.experiments.settings import FORMS, Setting, parse_settings
 from verl_ext.lab.grids import DEFAULT_GRID, GRIDS, Grid, grid_named
-from verl_ext.lab.plan import DEFAULT_LEARNING_RATE, DEFAULT_STEPS, LabRun, Setting, plan_runs
+from verl_ext.lab.plan import DEFAULT_LEARNING_RATE, DEFAULT_STEPS, LabRun, plan_runs
 from verl_ext.lab.summary import DEFAULT_TARGET
 from verl_ext.lab.warm_start import INITIAL_MODELS
 
 CUSTOM = "custom"
+DEFAULT_ALGORITHMS = "rec_reinforce,rec_oneside_nois"
 
 
 # Bounds that keep planning (and a dry run) fast and the seeds valid for every generator verl seeds with them.
@@ -58,11 +60,14 @@ def parse_seeds(text: str) -> list[int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="verl-ext lab", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="algorithms: " + ", ".join(ALGORITHMS) + "; grids: " + ", ".join(GRIDS),
+        epilog="algorithms: " + ", ".join(ALGORITHMS) + " (aliases: " + ", ".join(f"{a} = {n}" for a, n in ALIASES.items())
+        + "); settings: " + FORMS + "; grids: " + ", ".join(GRIDS),
     )
     what = parser.add_argument_group("what to run (default: --grid headline)")
     what.add_argument("--grid", help="a preset, one per finding of the paper (see --list-grids)")
-    what.add_argument("--algorithms", help="comma-separated names, NAME@EPS_LOW_EPS_HIGH for another clipping range")
+    what.add_argument("--algorithms", help="preset names, comma-separated, NAME@EPS_LOW_EPS_HIGH for another clipping "
+                      f"range (default {DEFAULT_ALGORITHMS})")
+    what.add_argument("--settings", help=f"staleness settings by name, comma-separated ({FORMS}; default on_policy)")
     what.add_argument("--sync-interval", type=positive_int, help="m: weights pushed to the rollout every m steps (default 1)")
     what.add_argument("--sync-offset", type=non_negative_int, help="n: each batch consumed n steps after its push (default 0)")
     what.add_argument("--offline", action="store_true", help="never push weights after the start (the paper's stress test)")
@@ -89,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def resolve_runs(args: argparse.Namespace) -> tuple[str, str, list[LabRun]]:
     """(name, title, runs) from the parsed options; ValueError on a bad combination."""
-    custom = args.algorithms is not None or args.sync_interval is not None or args.sync_offset is not None or args.offline
+    knobs = args.sync_interval is not None or args.sync_offset is not None or args.offline
+    custom = args.algorithms is not None or args.settings is not None or knobs
     epsilons_given = args.epsilon_low is not None or args.epsilon_high is not None
     extra = tuple(args.override)
     for override in extra:
@@ -98,21 +104,33 @@ def resolve_runs(args: argparse.Namespace) -> tuple[str, str, list[LabRun]]:
     if args.grid is not None or not (custom or epsilons_given):
         if custom or epsilons_given:
             raise ValueError("--grid fixes the algorithms, settings and clipping ranges: do not combine it with "
-                             "--algorithms, --sync-interval, --sync-offset, --offline or --epsilon-low/high")
+                             "--algorithms, --settings, --sync-interval, --sync-offset, --offline or --epsilon-low/high")
         grid: Grid = grid_named(args.grid or DEFAULT_GRID)
         seeds = args.seeds or list(range(grid.seeds))
         runs = grid.runs(seeds, args.steps or grid.steps, args.lr, extra)
         return grid.name, f"{grid.name}: {grid.finding}", runs
+    if args.settings is not None and knobs:
+        raise ValueError("--settings names the settings: do not combine it with --sync-interval, --sync-offset or --offline")
     if args.offline and (args.sync_interval is not None or args.sync_offset is not None):
         raise ValueError("--offline never pushes weights: do not combine it with --sync-interval or --sync-offset")
     epsilons = (
         DEFAULT_EPSILONS[0] if args.epsilon_low is None else args.epsilon_low,
         DEFAULT_EPSILONS[1] if args.epsilon_high is None else args.epsilon_high,
     )
-    algorithms = parse_algorithms(args.algorithms or "reinforce,rec_oneside_nois", epsilons)
-    setting = Setting(args.sync_interval or 1, args.sync_offset or 0, bool(args.offline))
-    runs = plan_runs(algorithms, [setting], args.seeds or [0], args.steps or DEFAULT_STEPS, args.lr, extra)
-    return CUSTOM, f"{', '.join(a.label for a in algorithms)} ({setting.label})", runs
+    try:
+        algorithms = parse_algorithms(args.algorithms or DEFAULT_ALGORITHMS, epsilons)
+    except ValueError as error:
+        raise ValueError(f"--algorithms: {error}") from None
+    if args.settings is not None:
+        try:
+            settings = parse_settings(args.settings)
+        except ValueError as error:
+            raise ValueError(f"--settings: {error}") from None
+    else:
+        settings = [Setting(args.sync_interval or 1, args.sync_offset or 0, bool(args.offline))]
+    runs = plan_runs(algorithms, settings, args.seeds or [0], args.steps or DEFAULT_STEPS, args.lr, extra)
+    title = f"{', '.join(a.label for a in algorithms)} ({', '.join(setting.label for setting in settings)})"
+    return CUSTOM, title, runs
 
 
 def lab_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -125,7 +143,8 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
         console = Console(width=160)
     if args.list_grids:
         for grid in GRIDS.values():
-            cells = ", ".join(f"{cell.algorithm}{'' if cell.learning_rate_factor == 1 else f' (lr x{cell.learning_rate_factor:g})'}"
+            cells = ", ".join(f"{parse_algorithm(cell.algorithm).label}"
+                              f"{'' if cell.learning_rate_factor == 1 else f' (lr x{cell.learning_rate_factor:g})'}"
                               f" [{cell.setting.label}]" for cell in grid.cells)
             print(f"{grid.name} ({grid.steps} steps, {grid.seeds} seed(s)): {grid.finding}\n    {cells}")
         return 0

@@ -1,27 +1,28 @@
 """The lab's presets: one grid per finding of the REC paper (``/work/shared/docs/algorithms.md``, "Findings
 the paper reports"; arXiv 2509.24203 Section 4 and Appendix B), and the short default comparison.
 
-A grid is a list of cells (algorithm, staleness setting, learning-rate factor), each run for every seed.
-The paper's off-policy settings (Appendix B.2, Figure 2) are ``sync_interval = 20`` (m = 20, n = 0) and
-``sync_offset = 10`` (m = 1, n = 10); the stress test is offline. Learning rates are the lab's ``--lr``
-times the cell's factor (the paper's B.4 sweep multiplies its rate by 2 and 5).
+A grid is a list of cells (algorithm preset, staleness setting, learning-rate factor), each run for every
+seed; algorithms and settings are named as in the run scripts (:mod:`verl_ext.experiments`). The paper's
+off-policy settings (Appendix B.2, Figure 2) are ``sync_interval_20`` and ``sync_offset_10``; the stress
+test is ``offline``. Learning rates are the lab's ``--lr`` times the cell's factor (the paper's B.4 sweep
+multiplies its rate by 2 and 5).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verl_ext.lab.algorithms import AlgorithmChoice, parse_algorithm
-from verl_ext.lab.plan import ON_POLICY, PROMPTS_PER_STEP, LabRun, Setting, reject_repeated_names
+from verl_ext.experiments.algorithms import AlgorithmChoice, parse_algorithm
+from verl_ext.experiments.settings import OFFLINE, ON_POLICY, Setting, parse_setting
+from verl_ext.lab.plan import PROMPTS_PER_STEP, LabRun, reject_repeated_names
 
-SYNC_INTERVAL_20 = Setting(sync_interval=20, sync_offset=0)
-SYNC_OFFSET_10 = Setting(sync_interval=1, sync_offset=10)
-OFFLINE = Setting(offline=True)
+SYNC_INTERVAL_20 = parse_setting("sync_interval_20")
+SYNC_OFFSET_10 = parse_setting("sync_offset_10")
 
 
 @dataclass(frozen=True)
 class Cell:
-    algorithm: str  # a spec of verl_ext.lab.algorithms (NAME or NAME@EPS_LOW_EPS_HIGH)
+    algorithm: str  # a preset of verl_ext.experiments.algorithms (NAME or NAME@EPS_LOW_EPS_HIGH)
     setting: Setting
     learning_rate_factor: float = 1.0
 
@@ -58,8 +59,8 @@ GRIDS: dict[str, Grid] = {
         Grid(
             "headline",
             "REINFORCE without clipping degrades under stale data, REC-OneSide does not (the lab's default: a short "
-            "'clipping', one seed, sync_interval=20, 8 prompts x 8 responses per step to fit in 5 minutes)",
-            _cells(["reinforce", "rec_oneside_nois"], [SYNC_INTERVAL_20]),
+            "'clipping', one seed, sync_interval_20, 8 prompts x 8 responses per step to fit in 5 minutes)",
+            _cells(["rec_reinforce", "rec_oneside_nois"], [SYNC_INTERVAL_20]),
             steps=25,
             seeds=1,
             prompts_per_step=8,
@@ -73,8 +74,8 @@ GRIDS: dict[str, Grid] = {
         ),
         Grid(
             "clipping",
-            "REINFORCE without clipping collapses under sync_interval=20 / sync_offset=10; clipped variants do not",
-            _cells(["reinforce", "rec_oneside_nois"], OFF_POLICY),
+            "REINFORCE without clipping collapses under sync_interval_20 / sync_offset_10; clipped variants do not",
+            _cells(["rec_reinforce", "rec_oneside_nois"], OFF_POLICY),
             steps=50,
             seeds=2,
         ),
@@ -89,7 +90,7 @@ GRIDS: dict[str, Grid] = {
             "epsilon",
             "epsilon = (0.6, 2.0) converges faster than 0.2 without losing stability, and a larger learning rate "
             "(here 2x, GRPO) does not close the gap (B.4)",
-            _cells(["rec_oneside_nois", "rec_oneside_nois@0.6_2.0"], OFF_POLICY)
+            _cells(["rec_oneside_nois", "rec_oneside_nois@0.6_2"], OFF_POLICY)
             + _cells(["grpo"], OFF_POLICY, factor=2.0),
             steps=50,
             seeds=1,
@@ -99,7 +100,7 @@ GRIDS: dict[str, Grid] = {
             "offline (every batch from the initial policy): enlarged clipping speeds early training but eventually "
             "collapses. The lab measures only the drift here (KL to initial): offline batches all come from the "
             "initial policy, so their reward does not follow the trained policy",
-            _cells(["rec_oneside_nois", "rec_oneside_nois@0.6_2.0"], [OFFLINE]),
+            _cells(["rec_oneside_nois", "rec_oneside_nois@0.6_2"], [OFFLINE]),
             steps=60,
             seeds=1,
         ),
@@ -113,8 +114,8 @@ GRIDS: dict[str, Grid] = {
         Grid(
             "red",
             "RED-Drop and RED-Weight match enlarged REC-OneSide (GSM8k, Figure 4), and RED-Weight gets a higher reward "
-            "at a lower KL than GRPO (MATH, Guru); here off-policy (sync_interval=20)",
-            _cells(["red_drop", "red_weight", "rec_oneside_nois@0.6_2.0", "grpo"], [SYNC_INTERVAL_20]),
+            "at a lower KL than GRPO (MATH, Guru); here off-policy (sync_interval_20)",
+            _cells(["red_drop", "red_weight", "rec_oneside_nois@0.6_2", "grpo"], [SYNC_INTERVAL_20]),
             steps=50,
             seeds=1,
         ),

@@ -9,9 +9,10 @@ Overrides of a lab run, in order (a key set later wins), on top of the CPU profi
   ``docs/lab.md``), with micro-batch sizes that make every forward pass one pass over the
   whole batch, and ``trainer.v1.delayed_sync.measure_mismatch=false`` (the lab does not report that metric;
   it would cost one more actor forward per step);
-- the algorithm (:mod:`verl_ext.lab.algorithms`);
-- the staleness setting: ``trainer.v1.trainer_mode=delayed_sync`` with ``sync_interval``, ``sync_offset``,
-  ``offline`` (``docs/staleness.md``); (1, 0) is on-policy, the same batches as verl's ``sync`` mode;
+- the algorithm preset (:mod:`verl_ext.experiments.algorithms`, the run scripts' presets);
+- the staleness setting (:mod:`verl_ext.experiments.settings`): ``trainer.v1.trainer_mode=delayed_sync`` with
+  ``sync_interval``, ``sync_offset``, ``offline`` (``docs/staleness.md``); ``on_policy`` gives the same
+  batches as verl's ``sync`` mode;
 - the learning rate and the seed (``data.seed``: the prompt order; ``actor_rollout_ref.rollout.seed``:
   the sampling). The initial model is the same for every seed (:mod:`verl_ext.lab.warm_start`);
 - the KL to the initial policy, measured, not optimised: verl's KL loss against the reference model (the
@@ -22,12 +23,13 @@ Overrides of a lab run, in order (a key set later wins), on top of the CPU profi
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from verl_ext.lab.algorithms import AlgorithmChoice
-from verl_ext.staleness.schedule import StalenessSchedule
+from verl_ext.experiments.algorithms import AlgorithmChoice
+from verl_ext.experiments.profiles import KL_TO_INITIAL
+from verl_ext.experiments.run_names import run_name
+from verl_ext.experiments.settings import ON_POLICY, Setting
 
 DEFAULT_LEARNING_RATE = 1e-3
 DEFAULT_STEPS = 50
@@ -47,43 +49,11 @@ def batch_overrides(prompts: int = PROMPTS_PER_STEP, group_size: int = GROUP_SIZ
     )
 
 
-KL_TO_INITIAL_OVERRIDES = (
-    "actor_rollout_ref.actor.use_kl_loss=true",
-    "actor_rollout_ref.actor.kl_loss_coef=0",
-    "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
-)
+KL_TO_INITIAL_OVERRIDES = tuple(KL_TO_INITIAL)  # the GPU profiles' measurement, the same keys
 
 
-@dataclass(frozen=True)
-class Setting:
-    """A staleness setting (arXiv 2509.24203, Appendix B.2): m = sync_interval, n = sync_offset, offline."""
-
-    sync_interval: int = 1
-    sync_offset: int = 0
-    offline: bool = False
-
-    def __post_init__(self):
-        StalenessSchedule(self.sync_interval, self.sync_offset, self.offline)  # raises on a bad value, naming it
-
-    @property
-    def label(self) -> str:
-        if self.offline:
-            return "offline"
-        if (self.sync_interval, self.sync_offset) == (1, 0):
-            return "on-policy"
-        return f"m={self.sync_interval},n={self.sync_offset}"
-
-    def overrides(self) -> list[str]:
-        return [
-            "trainer.v1.trainer_mode=delayed_sync",
-            f"trainer.v1.delayed_sync.sync_interval={self.sync_interval}",
-            f"trainer.v1.delayed_sync.sync_offset={self.sync_offset}",
-            f"trainer.v1.delayed_sync.offline={str(self.offline).lower()}",
-            "trainer.v1.delayed_sync.measure_mismatch=false",
-        ]
-
-
-ON_POLICY = Setting()
+# The lab does not report the rollout/actor mismatch metric; measuring it costs one more actor forward per step.
+NO_MISMATCH_MEASUREMENT = ("trainer.v1.delayed_sync.measure_mismatch=false",)
 
 
 @dataclass(frozen=True)
@@ -106,19 +76,19 @@ class LabRun:
 
     @property
     def name(self) -> str:
-        """A file-system-safe experiment name: algorithm, setting, lr, steps, prompts per step when not the
-        default (``-P8``), seed (extra overrides are not in it:
-        :mod:`verl_ext.lab.runner` keys reuse on the full override list)."""
-        setting = "offline" if self.setting.offline else f"m{self.setting.sync_interval}n{self.setting.sync_offset}"
-        batch = "" if self.prompts_per_step == PROMPTS_PER_STEP else f"-P{self.prompts_per_step}"
-        raw = f"{self.algorithm.label}-{setting}-lr{self.learning_rate:g}-T{self.steps}{batch}-seed{self.seed}"
-        return re.sub(r"[^A-Za-z0-9_.=-]", "_", raw.replace("@", "-eps"))
+        """The run name in the one format (:mod:`verl_ext.experiments.run_names`): algorithm, lr, setting,
+        steps, prompts per step when not the lab's default (``-P8``), seed. Extra overrides are not in it:
+        :mod:`verl_ext.lab.runner` keys reuse on the full override list."""
+        prompts = None if self.prompts_per_step == PROMPTS_PER_STEP else self.prompts_per_step
+        return run_name(self.algorithm, self.setting, self.learning_rate, steps=self.steps,
+                        prompts_per_step=prompts, seed=self.seed)
 
     def overrides(self) -> tuple[str, ...]:
         return (
             *batch_overrides(self.prompts_per_step),
             *self.algorithm.overrides(),
             *self.setting.overrides(),
+            *NO_MISMATCH_MEASUREMENT,
             f"actor_rollout_ref.actor.optim.lr={self.learning_rate}",
             f"data.seed={self.seed}",
             f"actor_rollout_ref.rollout.seed={self.seed}",

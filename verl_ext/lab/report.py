@@ -1,9 +1,10 @@
 """The lab's results: one JSON record per run, and a table per algorithm and setting (terminal and Markdown).
 
 Record of a run (the ``--json`` list's objects; the first seven keys are the issue's contract):
-``algorithm`` (label, ``NAME`` or ``NAME@EPS_LOW_EPS_HIGH``), ``sync_interval``, ``sync_offset``,
-``offline``, ``seed``, ``final_reward`` (fraction of the task's maximum, mean over the last 10% of steps),
-``steps_to_target`` (null if never), then ``setting``, ``learning_rate``, ``epsilon_low``,
+``algorithm`` (the preset's label, ``rec_oneside_nois`` or ``rec_oneside_nois@0.6_2``), ``sync_interval``,
+``sync_offset``, ``offline``, ``seed``, ``final_reward`` (fraction of the task's maximum, mean over the last
+10% of steps), ``steps_to_target`` (null if never), then ``name`` (the run name), ``setting`` (its one name,
+``sync_interval_20``; :mod:`verl_ext.experiments.settings`), ``learning_rate``, ``epsilon_low``,
 ``epsilon_high`` (null for an unclipped algorithm), ``steps`` (logged), ``peak_reward``,
 ``kl_to_initial``, ``max_lag``, ``error`` (null unless the run failed). Definitions:
 :mod:`verl_ext.lab.summary`.
@@ -31,6 +32,7 @@ def run_record(run: LabRun, summary: Optional[RunSummary], error: Optional[str])
         "seed": run.seed,
         "final_reward": _rounded(summary.final_reward) if has else None,
         "steps_to_target": summary.steps_to_target if has else None,
+        "name": run.name,
         "setting": run.setting.label,
         "learning_rate": run.learning_rate,
         "epsilon_low": epsilons[0] if epsilons else None,
