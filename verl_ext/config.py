@@ -13,7 +13,7 @@ set by hand. When a mirror is missing (a config built without the recipe), its c
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 from verl.workers.config import PolicyLossConfig
@@ -101,9 +101,7 @@ def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
     spec = policy_loss_spec(loss_mode)
     if config.reg_form not in REGULARIZER_FORMS:
         reject(_key("reg_form"), config.reg_form, f"one of {list(REGULARIZER_FORMS)}", "It chooses OPMD's regularizer (docs/algorithms.md).")
-    if config.reg_form != REGULARIZER_FORMS[0] and (spec is None or _key("reg_form") not in spec.keys):
-        users = sorted(name for name, s in POLICY_LOSSES.items() if _key("reg_form") in s.keys)
-        reject(_key("reg_form"), config.reg_form, f"{REGULARIZER_FORMS[0]!r} with loss_mode={loss_mode!r}", f"Only {users} read it.")
+    _reject_unread_keys(config, spec)
     if spec is None:  # one of verl's own losses: nothing more of ours to check
         return
 
@@ -143,6 +141,28 @@ def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
             "removes a response by giving it advantage 0, but this loss's regularizer would still push on dropped "
             f"responses. Use a loss without a regularizer: {sorted(n for n, s in POLICY_LOSSES.items() if not s.regularizer)}"
         )
+
+
+# verl-ext's own hyperparameters in this node (not verl's fields, not the mirrors), each read by the losses whose
+# catalog entry lists its key.
+OWN_KEYS = ("outer_clip_ratio_low", "outer_clip_ratio_high", "reg_coef", "reg_form", "weight_temperature")
+
+
+def _reject_unread_keys(config: RECPolicyLossConfig, spec) -> None:
+    """A hyperparameter the chosen loss does not read, set to another value than its default, is refused.
+
+    Otherwise ``reg_coef=0.5`` with ``loss_mode=rec_oneside_nois`` would run and change nothing. The defaults
+    (the recipe config's values) are accepted with every loss, so a config need not unset what it does not use.
+    """
+    defaults = {field.name: field.default for field in fields(RECPolicyLossConfig)}
+    read = set(spec.keys) if spec is not None else set()
+    for name in OWN_KEYS:
+        key, value = _key(name), getattr(config, name)
+        if key in read or value == defaults[name]:
+            continue
+        readers = sorted(loss for loss, loss_spec in POLICY_LOSSES.items() if key in loss_spec.keys)
+        reject(key, value, f"its default {defaults[name]!r} with loss_mode={config.loss_mode!r}, which does not read it",
+               f"Only {readers} read it: remove the override or pick one of those losses.")
 
 
 # Every number verl-ext reads from this node, with what it accepts. Type and finiteness are checked first for

@@ -25,6 +25,14 @@ HYPER = (
 )
 
 
+def hyperparameters_of(loss_mode: str) -> tuple[str, ...]:
+    """HYPER without the keys the loss does not read (verl-ext refuses those at a non-default value)."""
+    from verl_ext.catalog import POLICY_LOSSES
+
+    return tuple(item for item in HYPER
+                 if ".policy_loss." not in item or item.split("=", 1)[0] in POLICY_LOSSES[loss_mode].keys)
+
+
 def make_batch(seed: int = 0, batch: int = 8, length: int = 16):
     generator = torch.Generator().manual_seed(seed)
     lengths = [length, 3, 5, 1, length, 12, 2, 14][:batch]
@@ -44,7 +52,7 @@ def loss_and_gradient(loss_mode: str, agg_mode: str, batch):
     log_prob, old_log_prob, advantages, response_mask, behaviour_ratio = batch
     log_prob = log_prob.clone().requires_grad_(True)
     loss, metrics = call_registered_loss(
-        loss_mode, log_prob, old_log_prob, advantages, response_mask.bool(), agg_mode, loss_config(loss_mode, *HYPER), behaviour_ratio
+        loss_mode, log_prob, old_log_prob, advantages, response_mask.bool(), agg_mode, loss_config(loss_mode, *hyperparameters_of(loss_mode)), behaviour_ratio
     )
     loss.backward()
     return loss, log_prob.grad, metrics

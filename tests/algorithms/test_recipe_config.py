@@ -52,12 +52,13 @@ def test_overridden_keys_reach_the_built_actor_config():
         "actor_rollout_ref.actor.clip_ratio_high=0.4",
         "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_low=0.7",
         "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high=3.0",
-        "actor_rollout_ref.actor.policy_loss.reg_coef=0.2",
-        "actor_rollout_ref.actor.policy_loss.weight_temperature=0.5",
     ).policy_loss
     assert (policy_loss.loss_mode, policy_loss.clip_ratio_low, policy_loss.clip_ratio_high) == ("rec_ring_nois", 0.3, 0.4)
     assert (policy_loss.outer_clip_ratio_low, policy_loss.outer_clip_ratio_high) == (0.7, 3.0)
-    assert (policy_loss.reg_coef, policy_loss.weight_temperature) == (0.2, 0.5)
+    assert actor_config("actor_rollout_ref.actor.policy_loss.loss_mode=opmd",
+                        "actor_rollout_ref.actor.policy_loss.reg_coef=0.2").policy_loss.reg_coef == 0.2
+    assert actor_config("actor_rollout_ref.actor.policy_loss.loss_mode=red_weight",
+                        "actor_rollout_ref.actor.policy_loss.weight_temperature=0.5").policy_loss.weight_temperature == 0.5
 
 
 BAD_CONFIGS = [
