@@ -160,11 +160,25 @@ def _gradient_steps_per_batch(resolved: dict) -> float:
     return int(steps) if float(steps).is_integer() else steps
 
 
+def _catalog_keys() -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
+    """(the keys verl-ext's estimators read, the policy-loss keys other than the clipping ranges, the paper's
+    symbol of some), from the catalog: a summary shows the keys its run's estimator and loss read, by what
+    the catalog says they read, not by their names."""
+    from verl_ext.catalog import BETA, EPSILONS, ESTIMATORS, OUTER_MARGINS, POLICY_LOSSES, TEMPERATURE
+
+    estimator_keys = tuple(dict.fromkeys(key for spec in ESTIMATORS.values() for key in spec.keys))
+    loss_keys = tuple(dict.fromkeys(
+        key for spec in POLICY_LOSSES.values() for key in spec.keys if key not in EPSILONS + OUTER_MARGINS))
+    return estimator_keys, loss_keys, {BETA[0]: "beta", TEMPERATURE[0]: "T"}
+
+
+ESTIMATOR_KEYS, LOSS_KEYS, PAPER_SYMBOLS = _catalog_keys()
+
 # The settings a summary reports: label -> dotted keys (resolved values also go into PreflightResult.settings).
 SUMMARY_KEYS = {
     "dataset": ("data.train_files", "data.val_files"),
     "model": ("actor_rollout_ref.model.path",),
-    "estimator": ("algorithm.adv_estimator", "algorithm.norm_adv_by_std_in_grpo"),
+    "estimator": ("algorithm.adv_estimator", "algorithm.norm_adv_by_std_in_grpo", *ESTIMATOR_KEYS),
     "loss": ("actor_rollout_ref.actor.policy_loss.loss_mode", "actor_rollout_ref.actor.loss_agg_mode"),
     "epsilons": (
         "actor_rollout_ref.actor.clip_ratio_low",
@@ -172,7 +186,7 @@ SUMMARY_KEYS = {
         "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_low",
         "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high",
     ),
-    "loss keys": ("actor_rollout_ref.actor.policy_loss.reg_coef", "actor_rollout_ref.actor.policy_loss.weight_temperature"),
+    "loss keys": LOSS_KEYS,
     "pi_old": (
         "algorithm.rollout_correction.bypass_mode",
         "algorithm.rollout_correction.rollout_is",
@@ -212,7 +226,7 @@ SUMMARY_KEYS = {
         "actor_rollout_ref.rollout.val_kwargs.top_p",
         "actor_rollout_ref.rollout.val_kwargs.n",
     ),
-    "regularisers": (
+    "regularizers": (
         "actor_rollout_ref.actor.use_kl_loss",
         "actor_rollout_ref.actor.kl_loss_coef",
         "actor_rollout_ref.actor.kl_loss_type",
@@ -261,20 +275,30 @@ def summarize(resolved: dict) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     def pairs(*keys: str) -> str:
         return " ".join(f"{_short(key)}={s[key]}" for key in keys)
 
+    from verl_ext.catalog import EPSILONS, OUTER_MARGINS, estimator_spec, policy_loss_spec
+
     loss_mode = s["actor_rollout_ref.actor.policy_loss.loss_mode"]
     estimator = s["algorithm.adv_estimator"]
+    loss = policy_loss_spec(str(loss_mode))  # None: one of verl's own losses (its keys are verl's)
+    estimator_keys = () if estimator_spec(str(estimator)) is None else estimator_spec(str(estimator)).keys
+    estimator_text = f"{estimator}" + (f" (norm_adv_by_std_in_grpo={s['algorithm.norm_adv_by_std_in_grpo']})" if estimator == "grpo" else "")
+    if estimator_keys:
+        estimator_text += f" ({pairs(*estimator_keys)})"
+    if loss is None or set(EPSILONS) <= set(loss.keys):
+        epsilons = pairs(*EPSILONS) + (" " + pairs(*OUTER_MARGINS) if loss is not None and loss.uses_outer_margins else "")
+    else:
+        epsilons = f"none ({loss_mode} reads no clipping range)"
     lines = [
         ("dataset", f"train={s['data.train_files']} val={s['data.val_files']}"),
         ("model", str(s["actor_rollout_ref.model.path"])),
-        ("estimator", f"{estimator}" + (f" (norm_adv_by_std_in_grpo={s['algorithm.norm_adv_by_std_in_grpo']})" if estimator == "grpo" else "")),
+        ("estimator", estimator_text),
         ("loss", f"{loss_mode} (loss_agg_mode={s['actor_rollout_ref.actor.loss_agg_mode']})"),
-        ("epsilons", pairs("actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_high")
-         + (" " + pairs("actor_rollout_ref.actor.policy_loss.outer_clip_ratio_low", "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high") if "ring" in str(loss_mode) else "")),
+        ("epsilons", epsilons),
     ]
-    if loss_mode in ("opmd", "asymre"):
-        lines.append(("loss keys", f"beta (reg_coef)={s['actor_rollout_ref.actor.policy_loss.reg_coef']}"))
-    if loss_mode == "red_weight":
-        lines.append(("loss keys", f"T (weight_temperature)={s['actor_rollout_ref.actor.policy_loss.weight_temperature']}"))
+    own_keys = [key for key in (loss.keys if loss is not None else ()) if key in LOSS_KEYS]
+    if own_keys:
+        lines.append(("loss keys", " ".join(f"{PAPER_SYMBOLS[key]} ({_short(key)})={s[key]}" if key in PAPER_SYMBOLS
+                                            else f"{_short(key)}={s[key]}" for key in own_keys)))
     bypass = s["algorithm.rollout_correction.bypass_mode"]
     lines.append((
         "pi_old",
@@ -299,7 +323,7 @@ def summarize(resolved: dict) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         "train " + pairs("actor_rollout_ref.rollout.temperature", "actor_rollout_ref.rollout.top_p")
         + "; eval " + " ".join(f"{_short(k)}={s[k]}" for k in SUMMARY_KEYS["sampling"][2:]),
     ))
-    lines.append(("regularisers", pairs(*SUMMARY_KEYS["regularisers"])
+    lines.append(("regularizers", pairs(*SUMMARY_KEYS["regularizers"])
                   + (" (KL to the initial policy measured as actor/kl_loss, not optimised)"
                      if s["actor_rollout_ref.actor.use_kl_loss"] and not s["actor_rollout_ref.actor.kl_loss_coef"] else "")))
     lines.append(("lengths", pairs(*SUMMARY_KEYS["lengths"])))
@@ -314,6 +338,7 @@ def _staleness_line(s: dict[str, Any]) -> str:
     mode = s["trainer.v1.trainer_mode"]
     if mode != "delayed_sync":
         return f"trainer_mode={mode} (verl's own; no controlled staleness)"
+    from verl_ext.experiments.settings import Setting
     from verl_ext.staleness.schedule import StalenessSchedule
 
     schedule = StalenessSchedule(
@@ -321,9 +346,10 @@ def _staleness_line(s: dict[str, Any]) -> str:
         sync_offset=s["trainer.v1.delayed_sync.sync_offset"],
         offline=s["trainer.v1.delayed_sync.offline"],
     )
+    setting = Setting(schedule.sync_interval, schedule.sync_offset, schedule.offline)  # its one name, as in run names
     text = "delayed_sync " + " ".join(
         f"{_short(k)}={s[k]}" for k in SUMMARY_KEYS["staleness"][1:]
-    )
+    ) + f" ({setting.label})"
     steps = s["trainer.total_training_steps"]
     if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
         smallest, largest = schedule.lag_range(steps)  # closed forms: any number of steps, constant time

@@ -58,7 +58,7 @@ FIGURES: dict[str, Figure] = {
                ("red_weight", "grpo"), ("on_policy",)),
         Figure("guru-figure12", "run_scripts/guru/figure12_rec_gspo.sh",
                "REC paper, Figure 12: REC-GSPO on Guru-Math, Qwen3-30B-A3B", "guru-qwen3-30b-a3b",
-               ("rec_gspo_is@6e-4_8e-4", "rec_gspo_nois@6e-4_8e-4"), ("sync_interval_8",)),
+               ("rec_gspo_is@0.0006_0.0008", "rec_gspo_nois@0.0006_0.0008"), ("sync_interval_8",)),
         Figure("math-figure11", "run_scripts/math/figure11_red_weight.sh",
                "REC paper, Figure 11: RED-Weight, enlarged REC-OneSide-NoIS and GRPO on MATH, Llama-3.1-8B",
                "math-llama3.1-8b", ("red_weight", "rec_oneside_nois@0.6_2", "grpo"), ("on_policy",)),
