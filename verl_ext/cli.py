@@ -8,6 +8,7 @@
     verl-ext quickstart  verl's real training loop on this CPU with the tiny model (docs/cpu-backend.md)
     verl-ext tiny-assets build the tiny offline model, tokenizer and task data
     verl-ext gpu-smoke   one real delayed_sync run on a GPU with vLLM, summarised and checked (docs/gpu.md)
+    verl-ext run|sweep|figure   the run scripts' launcher (docs/run-scripts.md); experiments: their names
 
 verl swallows plugin import errors, so ``doctor`` is the first thing to run when verl says
 "Unsupported loss mode".
@@ -173,6 +174,18 @@ def module_main(module: str, function: str = "main"):
     return command
 
 
+def experiments_command(subcommand):
+    """``verl-ext run|sweep|figure ...`` = ``python -m verl_ext.experiments run|sweep|figure ...``;
+    ``verl-ext experiments [list]`` lists the names."""
+
+    def command(argv) -> int:
+        from verl_ext.experiments.__main__ import main as experiments_main
+
+        return experiments_main([subcommand, *argv] if subcommand else (list(argv) or ["list"]))
+
+    return command
+
+
 COMMANDS = {
     "list": (list_main, "list the registered algorithms, their keys and defaults"),
     "doctor": (doctor_main, "check verl's version, the plugin and the registries (non-zero exit on failure)"),
@@ -182,6 +195,11 @@ COMMANDS = {
     "quickstart": (module_main("verl_ext.cpu.quickstart"), "verl's real training loop on this CPU (docs/cpu-backend.md)"),
     "tiny-assets": (module_main("verl_ext.tiny.assets"), "build the tiny offline model, tokenizer and task data"),
     "gpu-smoke": (module_main("verl_ext.gpu.smoke"), "one real delayed_sync run on this node's GPU with vLLM, checked (docs/gpu.md)"),
+    # the run scripts' launcher (python -m verl_ext.experiments, docs/run-scripts.md)
+    "run": (experiments_command("run"), "one run: PROFILE ALGORITHM [SETTING] [overrides] (run_scripts/run.sh)"),
+    "sweep": (experiments_command("sweep"), "a grid: PROFILE --algorithms A,B [--settings ...] (run_scripts/sweep.sh)"),
+    "figure": (experiments_command("figure"), "a figure's grid: PROJECT [overrides] (run_scripts/<dataset>/*.sh)"),
+    "experiments": (experiments_command(None), "the experiments' names: profiles, algorithms, settings, figures"),
 }
 
 
@@ -190,7 +208,7 @@ def main(argv=None) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         print("usage: verl-ext COMMAND [options]\n\ncommands:")
         for name, (_, help_text) in COMMANDS.items():
-            print(f"  {name:<10} {help_text}")
+            print(f"  {name:<11} {help_text}")
         if argv and argv[0] not in ("-h", "--help"):
             print(f"\nverl-ext: unknown command {argv[0]!r}", file=sys.stderr)
             return 2

@@ -1,11 +1,12 @@
 """The dry run of a run script: compose, validate and summarise a ``main_ppo`` configuration, with no GPU.
 
-``VERL_EXT_DRY_RUN=1 bash run_scripts/...`` calls this module with the exact arguments the script would give
-``python -m verl.trainer.main_ppo``:
+``VERL_EXT_DRY_RUN=1 bash run_scripts/...`` checks each run with this module, given the exact arguments the script
+would give ``python -m verl.trainer.main_ppo``; one run from the shell:
 
     python -m verl_ext.preflight --name NAME -- --config-path=DIR --config-name=rec_trainer key=value ...
-    python -m verl_ext.preflight --queue FILE     # many runs in one process: one JSON record per line,
-                                                  # {"name": ..., "argv": [...]}, written by run_scripts/lib
+
+(a run script's grid is checked in one process by :mod:`verl_ext.experiments.launch`, through
+:func:`report_runs`).
 
 For each run it does what ``main_ppo`` does in the driver before Ray starts, and what the trainer does first:
 
@@ -13,10 +14,8 @@ For each run it does what ``main_ppo`` does in the driver before Ray starts, and
 2. ``auto_set_device``, verl-ext's run checks and verl's ``validate_config``, which also builds the actor config
    and so runs verl-ext's loss checks (:mod:`verl_ext.config`): exactly what ``main_ppo``'s driver runs before
    Ray on the real path (:func:`verl_ext.run_checks.validate_run_config`: batch arithmetic, the
-   ``trainer.v1.delayed_sync`` block and its mode's requirements, ``algorithm.red_drop_seed``);
-3. resolve every interpolation (the TaskRunner resolves the whole config);
-4. look the trainer mode up in verl's registry;
-5. load the custom reward function, as verl's reward workers will.
+   ``trainer.v1.delayed_sync`` block and its mode's requirements, ``algorithm.red_drop_seed``, every
+   interpolation resolved, the trainer mode looked up in verl's registry, the custom reward function loaded).
 
 Then it prints the settings that matter. Nothing needs a GPU, the model or the data files.
 """
@@ -32,7 +31,7 @@ import traceback
 import warnings as warnings_module
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, TextIO
 
 
 @dataclass
@@ -433,30 +432,6 @@ def preflight_many(runs: Sequence[tuple[str, Sequence[str]]], report=None) -> li
     return results
 
 
-def read_queue(path: Path) -> list[tuple[str, list[str]]]:
-    """The runs queued by run_scripts/lib/common.sh: one JSON object per line with ``name`` and ``argv``."""
-    runs = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text ({error})") from None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            name, argv = record["name"], record["argv"]
-        except (json.JSONDecodeError, KeyError, TypeError, IndexError, RecursionError) as error:
-            reason = "nested too deeply" if isinstance(error, RecursionError) else error
-            raise ValueError(f"{path}, line {number}: not a queued run ({reason})") from None
-        if not isinstance(name, str) or not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-            raise ValueError(f"{path}, line {number}: field 'name' must be a string and 'argv' a list of strings")
-        runs.append((name, argv))
-    if not runs:
-        raise ValueError(f"{path}: no queued runs")
-    return runs
-
-
 def format_result(result: PreflightResult) -> str:
     out = [f"== {result.name} =="]
     if not result.ok:
@@ -469,6 +444,27 @@ def format_result(result: PreflightResult) -> str:
     return "\n".join(out)
 
 
+def report_runs(runs: Sequence[tuple[str, Sequence[str]]], quiet: bool = False, as_json: bool = False,
+                out: TextIO = sys.stdout) -> list[PreflightResult]:
+    """Check ``runs`` (:func:`preflight_many`), printing each result (only failures when ``quiet``) and the count.
+
+    The one report of the dry run: ``python -m verl_ext.preflight`` and the run scripts' launcher
+    (:mod:`verl_ext.experiments.launch`) print it alike.
+    """
+
+    def report(result: PreflightResult) -> None:
+        if not (quiet and result.ok):
+            print(format_result(result), file=out, flush=True)
+
+    results = preflight_many(runs, report=report)
+    failed = [result.name for result in results if not result.ok]
+    print(f"\npreflight: {len(results) - len(failed)} of {len(results)} run configuration(s) passed"
+          + (f"; failed: {', '.join(failed)}" if failed else ""), file=out, flush=True)
+    if as_json:
+        print(json.dumps([result.as_dict() for result in results]), file=out)
+    return results
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     main_ppo_argv: list[str] = []
@@ -476,34 +472,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         split = argv.index("--")
         argv, main_ppo_argv = argv[:split], argv[split + 1 :]
     parser = argparse.ArgumentParser(prog="python -m verl_ext.preflight", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--queue", type=Path, help="file of queued runs (one JSON object per line)")
     parser.add_argument("--name", default="run", help="name of the run given after --")
     parser.add_argument("--json", action="store_true", help="last line printed: a JSON list with each run's result")
-    parser.add_argument("--quiet", action="store_true", help="print only the failures and the final count (the run "
-                        "scripts check every run this way before preparing data)")
+    parser.add_argument("--quiet", action="store_true", help="print only the failures and the final count")
     args = parser.parse_args(argv)
-    if args.queue is not None:
-        if main_ppo_argv:
-            parser.error("give either --queue or main_ppo's arguments after --, not both")
-        try:
-            runs = read_queue(args.queue)
-        except (OSError, ValueError) as error:
-            parser.error(str(error))
-    elif main_ppo_argv:
-        runs = [(args.name, main_ppo_argv)]
-    else:
-        parser.error("nothing to check: pass --queue FILE or main_ppo's arguments after --")
-    def report(result: PreflightResult) -> None:
-        if not (args.quiet and result.ok):
-            print(format_result(result), flush=True)
-
-    results = preflight_many(runs, report=report)
-    failed = [result.name for result in results if not result.ok]
-    print(f"\npreflight: {len(results) - len(failed)} of {len(results)} run configuration(s) passed"
-          + (f"; failed: {', '.join(failed)}" if failed else ""))
-    if args.json:
-        print(json.dumps([result.as_dict() for result in results]))
-    return 1 if failed else 0
+    if not main_ppo_argv:
+        parser.error("nothing to check: pass main_ppo's arguments after --")
+    results = report_runs([(args.name, main_ppo_argv)], quiet=args.quiet, as_json=args.json)
+    return 0 if all(result.ok for result in results) else 1
 
 
 if __name__ == "__main__":

@@ -3,12 +3,10 @@
 # Qwen2.5-1.5B-Instruct, in the settings sync_interval=20, sync_offset=10 and offline (18 runs).
 # The caption's "mixed" setting (sync_interval=16, sync_offset=8): SETTINGS=mixed bash run_scripts/gsm8k/figure2_rec_oneside.sh
 #
-# Runs every cell of the grid below, one after the other (restrict it with ALGORITHMS=..., SETTINGS=...
-# or LEARNING_RATES=...). Extra arguments are Hydra overrides for every run. Modes: VERL_EXT_DRY_RUN=1,
-# VERL_EXT_CPU_SMOKE=1 (docs/run-scripts.md). Plot: verl-ext plot outputs/metrics/gsm8k-figure2
-VERL_EXT_SCRIPT="run_scripts/gsm8k/figure2_rec_oneside.sh" VERL_EXT_SCRIPT_ARGS="$*"
-source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-verl_ext_figure gsm8k-figure2 gsm8k-qwen2.5-1.5b \
-  "reinforce grpo rec_oneside_is rec_oneside_nois rec_oneside_is@0.6_2.0 rec_oneside_nois@0.6_2.0" \
-  "sync_interval_20 sync_offset_10 offline" \
-  "" "$@"
+# Runs every cell of its grid (verl_ext/experiments/figures.py), one after the other; restrict it with
+# ALGORITHMS=..., SETTINGS=... or LEARNING_RATES=... (the names: verl-ext experiments list).
+# Extra arguments are Hydra overrides for every run. Modes: VERL_EXT_DRY_RUN=1 (check every config, no GPU),
+# VERL_EXT_CPU_SMOKE=1 (2 real steps per run on the CPU), VERL_EXT_GPU_SMOKE=1; variables: docs/run-scripts.md.
+# Same as: python -m verl_ext.experiments figure gsm8k-figure2 [overrides...]
+# Plot: verl-ext plot outputs/metrics/gsm8k-figure2
+exec "${PYTHON:-python}" -m verl_ext.experiments figure gsm8k-figure2 "$@"

@@ -7,12 +7,10 @@
 # the step's batch, without new prompts (trainer.v1.delayed_sync.zero_variance_masking; run names end in -zvm;
 # ZERO_VARIANCE_MASKING=0 turns it off). See docs/run-scripts.md and docs/staleness.md.
 #
-# Restrict the grid with SETTINGS=...; extra arguments are Hydra overrides for every run. Modes:
-# VERL_EXT_DRY_RUN=1, VERL_EXT_CPU_SMOKE=1 (docs/run-scripts.md). Plot: verl-ext plot outputs/metrics/gsm8k-offpolicy-grpo
-VERL_EXT_SCRIPT="run_scripts/gsm8k/offpolicy_grpo.sh" VERL_EXT_SCRIPT_ARGS="$*"
-: "${ZERO_VARIANCE_MASKING:=1}"
-source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-verl_ext_figure gsm8k-offpolicy-grpo gsm8k-qwen2.5-1.5b \
-  "offpolicy_grpo" \
-  "on_policy sync_interval_10" \
-  "" actor_rollout_ref.rollout.n=16 "$@"
+# Runs every cell of its grid (verl_ext/experiments/figures.py), one after the other; restrict it with
+# SETTINGS=... (the names: verl-ext experiments list).
+# Extra arguments are Hydra overrides for every run. Modes: VERL_EXT_DRY_RUN=1 (check every config, no GPU),
+# VERL_EXT_CPU_SMOKE=1 (2 real steps per run on the CPU), VERL_EXT_GPU_SMOKE=1; variables: docs/run-scripts.md.
+# Same as: python -m verl_ext.experiments figure gsm8k-offpolicy-grpo [overrides...]
+# Plot: verl-ext plot outputs/metrics/gsm8k-offpolicy-grpo
+exec "${PYTHON:-python}" -m verl_ext.experiments figure gsm8k-offpolicy-grpo "$@"

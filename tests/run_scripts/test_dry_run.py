@@ -1,13 +1,14 @@
-"""Every run script's every run, dry-run: the config composed with verl's Hydra config, verl's validate_config
-and verl-ext's checks pass, and the values that reach verl's config are the papers' (Tables 1-2), the
-algorithm's and the setting's. All runs are checked in this process (one verl import), as
-``python -m verl_ext.preflight --queue`` does."""
+"""Every figure script's runs, dry-run in this process: the config composed with verl's Hydra config, verl's
+validate_config and verl-ext's checks pass, and the values that reach verl's config are the papers' (Tables 1-2),
+the algorithm's and the setting's. The cells come from the launcher (``python -m verl_ext.experiments``, which
+every figure script execs); their checks are :func:`verl_ext.preflight.preflight_many`, as the dry run does.
 
-import json
+Composing a config costs about a second on two cores, so the default run checks a covering subset (every
+figure, every algorithm label, every setting); ``-m e2e`` checks all 74 runs of all figure scripts."""
 
 import pytest
 
-from tests.run_scripts.scripts import FIGURE_GRIDS, queued_runs, run_script, script_environment
+from tests.run_scripts.scripts import FIGURE_GRIDS, planned_cells
 from verl_ext import preflight
 
 # Table 1 of arXiv 2509.24203, per project: model, lr, batch, K, weight decay, warmup, evaluation (temperature, top-p)
@@ -21,7 +22,7 @@ TABLE_1 = {
 
 # algorithm -> (estimator, loss, bypass_mode)
 ALGORITHMS = {
-    "reinforce": ("rec", "rec_reinforce", True),
+    "rec_reinforce": ("rec", "rec_reinforce", True),
     "grpo": ("grpo", "rec_oneside_is", True),
     "opmd": ("rec", "opmd", True),
     "asymre": ("rec", "asymre", True),
@@ -46,150 +47,192 @@ def table_1_row(project):
     return next(row for prefix, row in TABLE_1.items() if project.startswith(prefix))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def parse_each_yaml_file_once():
+    with preflight.memoised_config_files():
+        yield
+
+
 @pytest.fixture(scope="module")
-def dry_runs(tmp_path_factory):
-    """{script: [(project, experiment, PreflightResult)]} for every run of every figure script."""
-    tmp_path = tmp_path_factory.mktemp("dry_runs")
-    runs = {script: queued_runs(script, tmp_path) for script in FIGURE_GRIDS}
-    checked = iter(preflight.preflight_many([run for script_runs in runs.values() for run in script_runs]))
-    return {
-        script: [(*name.split("/", 1), next(checked)) for name, _ in script_runs] for script, script_runs in runs.items()
-    }
+def cells(tmp_path_factory):
+    """{script: its cells}, as `bash run_scripts/<script>` plans them."""
+    tmp_path = tmp_path_factory.mktemp("cells")
+    return {script: planned_cells(tmp_path, "figure", project) for script, (project, _) in FIGURE_GRIDS.items()}
 
 
-def test_every_run_of_every_script_passes_the_dry_run(dry_runs):
-    failed = {result.name: result.error for runs in dry_runs.values() for _, _, result in runs if not result.ok}
+def covering(cells):
+    """Cells such that every figure, profile, algorithm label, setting and a learning-rate sweep is checked at least once."""
+    seen, chosen = set(), []
+    for script, script_cells in cells.items():
+        for cell in script_cells:
+            features = {("figure", script), ("profile", cell.profile.name), ("algorithm", cell.algorithm.label),
+                        ("setting", cell.setting.label), ("learning rate sweep", cell.learning_rate is not None)}
+            if features - seen:
+                seen |= features
+                chosen.append((script, cell))
+    return chosen
+
+
+def check(chosen):
+    results = preflight.preflight_many([(cell.title, cell.main_ppo_args) for _, cell in chosen])
+    failed = {result.name: result.error for result in results if not result.ok}
     assert not failed, "\n".join(f"{name}: {error}" for name, error in failed.items())
-    assert not [result.warnings for runs in dry_runs.values() for _, _, result in runs if result.warnings]
+    assert not [result.warnings for result in results if result.warnings]
+    return [(script, cell, result) for (script, cell), result in zip(chosen, results)]
+
+
+@pytest.fixture(scope="module")
+def checked(cells):
+    return check(covering(cells))
 
 
 @pytest.mark.parametrize("script", sorted(FIGURE_GRIDS))
-def test_each_script_runs_its_figure_grid(dry_runs, script):
+def test_each_script_runs_its_figure_grid(cells, script):
     project, grid = FIGURE_GRIDS[script]
-    runs = dry_runs[script]
-    assert {p for p, _, _ in runs} == {project}
-    assert sorted(experiment for _, experiment, _ in runs) == sorted(f"{label}-{setting}" for label, setting in grid)
+    assert {cell.project for cell in cells[script]} == {project}
+    assert sorted(cell.name for cell in cells[script]) == sorted(f"{label}-{setting}" for label, setting in grid)
+    assert sorted(cell.label for cell in cells[script]) == sorted(label for label, _ in grid)
 
 
-def test_papers_hyperparameters_reach_verls_config(dry_runs):
-    for script, runs in dry_runs.items():
-        for project, experiment, result in runs:
-            s = result.settings
-            model, lr, batch, group, weight_decay, warmup, evaluation = table_1_row(project)
-            if "-lr" in experiment:  # Figure 9's learning-rate sweep
-                lr = float(experiment.split("-lr", 1)[1].rsplit("-sync_", 1)[0])
-            if script == "gsm8k/offpolicy_grpo.sh":
-                group = 16  # arXiv 2505.22257's group size
-            assert s["actor_rollout_ref.model.path"] == model, result.name
-            assert s["actor_rollout_ref.actor.optim.lr"] == pytest.approx(lr), result.name
-            assert (s["data.train_batch_size"], s["actor_rollout_ref.rollout.n"]) == (batch, group), result.name
-            assert s["actor_rollout_ref.actor.optim.weight_decay"] == weight_decay, result.name
-            assert s["actor_rollout_ref.actor.optim.lr_warmup_steps"] == warmup, result.name
-            # Table 2 and the one-gradient-step protocol
-            assert s["actor_rollout_ref.actor.optim.optimizer"] == "AdamW"
-            assert list(s["actor_rollout_ref.actor.optim.betas"]) == [0.9, 0.999]
-            assert s["actor_rollout_ref.actor.optim.clip_grad"] == 1.0
-            assert s["actor_rollout_ref.actor.optim.lr_scheduler_type"] == "constant"
-            assert (s["actor_rollout_ref.rollout.temperature"], s["actor_rollout_ref.rollout.top_p"]) == (1.0, 1.0)
-            assert s["gradient_steps_per_batch"] == 1
-            assert s["actor_rollout_ref.actor.kl_loss_coef"] == 0 and s["actor_rollout_ref.actor.entropy_coeff"] == 0
-            assert s["actor_rollout_ref.actor.use_kl_loss"] is True  # measured (KL to the initial policy), not optimised
-            assert s["algorithm.use_kl_in_reward"] is False
-            if evaluation is None:
-                assert (s["trainer.val_before_train"], s["trainer.test_freq"]) == (False, -1), result.name
-            else:
-                assert s["trainer.val_before_train"] is True and s["trainer.test_freq"] > 0
-                assert (s["actor_rollout_ref.rollout.val_kwargs.temperature"], s["actor_rollout_ref.rollout.val_kwargs.top_p"]) == evaluation
-            assert s["reward.custom_reward_function.path"] == "pkg://verl_ext.rewards"
-            assert "file" in s["trainer.logger"]
-            assert (s["trainer.project_name"], s["trainer.experiment_name"]) == (project, experiment)
+def test_a_covering_set_of_runs_passes_the_dry_run(checked):
+    assert {script for script, _, _ in checked} == set(FIGURE_GRIDS)
+    assert len(checked) <= 74 // 3  # the point of covering: a fraction of the 74 runs
 
 
-def test_algorithms_and_settings_reach_verls_config(dry_runs):
-    for script, runs in dry_runs.items():
-        _, grid = FIGURE_GRIDS[script]
-        for project, experiment, result in runs:
-            label, setting = next((label, setting) for label, setting in grid if f"{label}-{setting}" == experiment)
-            s = result.settings
-            name = label.split("-", 1)[0]
-            estimator, loss, bypass = ALGORITHMS[name]
-            assert s["algorithm.adv_estimator"] == estimator, result.name
-            assert s["actor_rollout_ref.actor.policy_loss.loss_mode"] == loss, result.name
-            assert s["algorithm.rollout_correction.bypass_mode"] is bypass, result.name
-            epsilons = (0.2, 0.2)
-            if "-eps" in label:
-                low, high = label.split("-eps", 1)[1].split("-lr")[0].split("_")
-                epsilons = (float(low), float(high))
-            clip = (s["actor_rollout_ref.actor.clip_ratio_low"], s["actor_rollout_ref.actor.clip_ratio_high"])
-            assert clip == pytest.approx(epsilons), result.name
-            if name.startswith("rec_ring"):
-                assert (s["actor_rollout_ref.actor.policy_loss.outer_clip_ratio_low"], s["actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high"]) == (0.6, 2.0)
-            if name.startswith("rec_gspo"):
-                assert s["actor_rollout_ref.actor.loss_agg_mode"] == "seq-mean-token-mean"
-            if name in ("opmd", "asymre"):
-                assert s["actor_rollout_ref.actor.policy_loss.reg_coef"] == 0.1
-            if name == "offpolicy_grpo":
-                assert s["algorithm.rollout_correction.rollout_is"] == "token"
-                assert s["algorithm.rollout_correction.rollout_is_threshold"] == pytest.approx(1e6)
-            staleness = (
-                s["trainer.v1.delayed_sync.sync_interval"],
-                s["trainer.v1.delayed_sync.sync_offset"],
-                s["trainer.v1.delayed_sync.offline"],
-            )
-            assert s["trainer.v1.trainer_mode"] == "delayed_sync"
-            assert staleness == SETTINGS[setting], result.name
-            # off-policy GRPO masks zero-variance groups (arXiv 2505.22257); the REC paper's figures do not
-            assert s["trainer.v1.delayed_sync.zero_variance_masking"] is label.endswith("-zvm"), result.name
-            assert label.endswith("-zvm") is (script == "gsm8k/offpolicy_grpo.sh"), result.name
+@pytest.mark.e2e
+def test_every_run_of_every_script_passes_the_dry_run(cells):
+    everything = [(script, cell) for script, script_cells in cells.items() for cell in script_cells]
+    assert len(everything) == sum(len(grid) for _, grid in FIGURE_GRIDS.values()) == 74
+    for script, cell, result in check(everything):
+        assert_papers_values(script, cell, result)
+        assert_algorithm_and_setting(script, cell, result)
+
+
+def assert_papers_values(script, cell, result):
+    s = result.settings
+    model, lr, batch, group, weight_decay, warmup, evaluation = table_1_row(cell.project)
+    if cell.learning_rate is not None:  # Figure 9's learning-rate sweep
+        lr = cell.learning_rate
+    if script == "gsm8k/offpolicy_grpo.sh":
+        group = 16  # arXiv 2505.22257's group size
+    assert s["actor_rollout_ref.model.path"] == model, result.name
+    assert s["actor_rollout_ref.actor.optim.lr"] == pytest.approx(lr), result.name
+    assert (s["data.train_batch_size"], s["actor_rollout_ref.rollout.n"]) == (batch, group), result.name
+    assert s["actor_rollout_ref.actor.optim.weight_decay"] == weight_decay, result.name
+    assert s["actor_rollout_ref.actor.optim.lr_warmup_steps"] == warmup, result.name
+    # Table 2 and the one-gradient-step protocol
+    assert s["actor_rollout_ref.actor.optim.optimizer"] == "AdamW"
+    assert list(s["actor_rollout_ref.actor.optim.betas"]) == [0.9, 0.999]
+    assert s["actor_rollout_ref.actor.optim.clip_grad"] == 1.0
+    assert s["actor_rollout_ref.actor.optim.lr_scheduler_type"] == "constant"
+    assert (s["actor_rollout_ref.rollout.temperature"], s["actor_rollout_ref.rollout.top_p"]) == (1.0, 1.0)
+    assert s["gradient_steps_per_batch"] == 1
+    assert s["actor_rollout_ref.actor.kl_loss_coef"] == 0 and s["actor_rollout_ref.actor.entropy_coeff"] == 0
+    assert s["actor_rollout_ref.actor.use_kl_loss"] is True  # measured (KL to the initial policy), not optimised
+    assert s["algorithm.use_kl_in_reward"] is False
+    if evaluation is None:
+        assert (s["trainer.val_before_train"], s["trainer.test_freq"]) == (False, -1), result.name
+    else:
+        assert s["trainer.val_before_train"] is True and s["trainer.test_freq"] > 0
+        assert (s["actor_rollout_ref.rollout.val_kwargs.temperature"], s["actor_rollout_ref.rollout.val_kwargs.top_p"]) == evaluation
+    assert s["reward.custom_reward_function.path"] == "pkg://verl_ext.rewards"
+    assert "file" in s["trainer.logger"]
+    assert (s["trainer.project_name"], s["trainer.experiment_name"]) == (cell.project, cell.name)
+
+
+def assert_algorithm_and_setting(script, cell, result):
+    s = result.settings
+    estimator, loss, bypass = ALGORITHMS[cell.algorithm.name]
+    assert s["algorithm.adv_estimator"] == estimator, result.name
+    assert s["actor_rollout_ref.actor.policy_loss.loss_mode"] == loss, result.name
+    assert s["algorithm.rollout_correction.bypass_mode"] is bypass, result.name
+    epsilons = (0.2, 0.2)
+    if "@" in cell.label:
+        low, high = cell.label.split("@", 1)[1].split("-")[0].split("_")
+        epsilons = (float(low), float(high))
+    clip = (s["actor_rollout_ref.actor.clip_ratio_low"], s["actor_rollout_ref.actor.clip_ratio_high"])
+    assert clip == pytest.approx(epsilons), result.name
+    name = cell.algorithm.name
+    if name.startswith("rec_ring"):
+        assert (s["actor_rollout_ref.actor.policy_loss.outer_clip_ratio_low"], s["actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high"]) == (0.6, 2.0)
+    if name.startswith("rec_gspo"):
+        assert s["actor_rollout_ref.actor.loss_agg_mode"] == "seq-mean-token-mean"
+    if name in ("opmd", "asymre"):
+        assert s["actor_rollout_ref.actor.policy_loss.reg_coef"] == 0.1
+    if name == "offpolicy_grpo":
+        assert s["algorithm.rollout_correction.rollout_is"] == "token"
+        assert s["algorithm.rollout_correction.rollout_is_threshold"] == pytest.approx(1e6)
+    staleness = (
+        s["trainer.v1.delayed_sync.sync_interval"],
+        s["trainer.v1.delayed_sync.sync_offset"],
+        s["trainer.v1.delayed_sync.offline"],
+    )
+    assert s["trainer.v1.trainer_mode"] == "delayed_sync"
+    assert staleness == SETTINGS[cell.setting.label], result.name
+    # off-policy GRPO masks zero-variance groups (arXiv 2505.22257); the REC paper's figures do not
+    assert s["trainer.v1.delayed_sync.zero_variance_masking"] is cell.label.endswith("-zvm"), result.name
+    assert cell.label.endswith("-zvm") is (script == "gsm8k/offpolicy_grpo.sh"), result.name
+
+
+def test_papers_hyperparameters_reach_verls_config(checked):
+    for script, cell, result in checked:
+        assert_papers_values(script, cell, result)
+
+
+def test_algorithms_and_settings_reach_verls_config(checked):
+    for script, cell, result in checked:
+        assert_algorithm_and_setting(script, cell, result)
 
 
 def test_a_bad_override_fails_the_dry_run_naming_the_key(tmp_path):
-    (name, argv), = queued_runs("run.sh", tmp_path, "gsm8k", "rec_ring_nois", "sync_offset_10",
-                                "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high=0.1")
-    result = preflight.preflight(name, argv)
+    cell, = planned_cells(tmp_path, "run", "gsm8k", "rec_ring_nois", "sync_offset_10",
+                          "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high=0.1")
+    result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert not result.ok
     assert "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high=0.1" in result.error
-    (name, argv), = queued_runs("run.sh", tmp_path, "gsm8k", "grpo", "data.train_batch_size=95")
-    result = preflight.preflight(name, argv)
+    cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", "data.train_batch_size=95")
+    result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert not result.ok and "data.train_batch_size=95" in result.error and "ppo_mini_batch_size=96" in result.error
-    queue = tmp_path / "queue.jsonl"
-    queue.write_text(json.dumps({"name": "bad", "argv": argv}) + "\n")
-    assert preflight.main(["--queue", str(queue)]) == 1
+    assert preflight.main(["--name", "bad", "--quiet", "--", *cell.main_ppo_args]) == 1
 
 
-def test_dry_run_from_the_shell_prints_the_settings_and_exits_0(tmp_path):
-    """The real path: a figure script with VERL_EXT_DRY_RUN=1 runs python -m verl_ext.preflight once for its grid."""
-    result = run_script("guru/figure5_red_weight.sh", env=script_environment(tmp_path, VERL_EXT_DRY_RUN="1"), timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
+def test_the_dry_run_prints_every_runs_settings_and_the_count(tmp_path, capsys):
+    from verl_ext.experiments.__main__ import main
+
+    environ = {**__import__("os").environ, "VERL_EXT_DRY_RUN": "1", "OUTPUT_DIR": str(tmp_path), "DATA_DIR": str(tmp_path)}
+    environ.pop("ALGORITHMS", None)
+    assert main(["figure", "guru-figure5"], environ) == 0
+    out = capsys.readouterr().out
     assert "preflight: 2 of 2 run configuration(s) passed" in out
     assert "== guru-figure5/red_weight-on_policy ==" in out and "== guru-figure5/grpo-on_policy ==" in out
-    for line in ("estimator     grpo", "loss          red_weight", "staleness     delayed_sync sync_interval=1 sync_offset=0",
+    for line in ("estimator     grpo", "loss          red_weight", "delayed_sync sync_interval=1 sync_offset=0",
                  "64 prompts x K=16 responses", "lr=1e-06", "model         Qwen/Qwen2.5-7B-Instruct"):
         assert line in out, line
-    assert "ray init" not in out  # nothing started
+    environ["ALGORITHMS"] = "grpo"
+    assert main(["figure", "guru-figure5", "data.train_batch_size=63"], environ) == 1  # a failing run: exit 1
+    assert "preflight: 0 of 1 run configuration(s) passed; failed: guru-figure5/grpo-on_policy" in capsys.readouterr().out
 
 
 def test_memoised_composition_equals_hydras(tmp_path):
     from omegaconf import OmegaConf
 
-    (name, argv), = queued_runs("run.sh", tmp_path, "math", "red_weight", "mixed")
-    arguments = preflight.parse_main_ppo_argv(argv)
+    cell, = planned_cells(tmp_path, "run", "math", "red_weight", "mixed")
+    assert cell.name == "red_weight-sync_interval_16_offset_8"  # the alias is written out in the one spelling
+    arguments = preflight.parse_main_ppo_argv(cell.main_ppo_args)
     plain = OmegaConf.to_container(preflight.compose(arguments), resolve=True)
     with preflight.memoised_config_files():
         preflight.compose(arguments)  # fills the memo
         memoised = OmegaConf.to_container(preflight.compose(arguments), resolve=True)
     assert memoised == plain
-    assert memoised["trainer"]["v1"]["delayed_sync"]["sync_interval"] == 16  # "mixed"
+    assert memoised["trainer"]["v1"]["delayed_sync"]["sync_interval"] == 16
 
 
 def test_zero_variance_masking_outside_delayed_sync_fails_the_dry_run(tmp_path):
-    (name, argv), = queued_runs("run.sh", tmp_path, "gsm8k", "offpolicy_grpo", "trainer.v1.trainer_mode=sync",
-                                ZERO_VARIANCE_MASKING="1")
-    result = preflight.preflight(name, argv)
+    cell, = planned_cells(tmp_path, "run", "gsm8k", "offpolicy_grpo", "trainer.v1.trainer_mode=sync", ZERO_VARIANCE_MASKING="1")
+    result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert not result.ok and ("zero_variance_masking=True is invalid: allowed values are false outside "
                               "trainer.v1.trainer_mode=delayed_sync") in result.error
-    (name, argv), = queued_runs("run.sh", tmp_path, "gsm8k", "offpolicy_grpo", ZERO_VARIANCE_MASKING="1")
-    result = preflight.preflight(name, argv)
+    cell, = planned_cells(tmp_path, "run", "gsm8k", "offpolicy_grpo", ZERO_VARIANCE_MASKING="1")
+    result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert result.ok, result.error
     assert ("zero-variance masking", "on (delayed_sync: equal-reward groups leave the batch, no refill)") in result.lines

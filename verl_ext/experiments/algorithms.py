@@ -167,7 +167,7 @@ def parse_algorithm(spec: str, default_epsilons: tuple[float, float] = DEFAULT_E
         raise ValueError(f"unknown algorithm {spec!r}; allowed: {allowed_names()}")
     match = _SPEC.match(text)
     if match is None:
-        raise ValueError(f"algorithm {spec!r}: write the clipping range as NAME@EPS_LOW_EPS_HIGH, e.g. rec_oneside_nois@0.6_2.0")
+        raise ValueError(f"algorithm {spec!r}: write the clipping range as NAME@EPS_LOW_EPS_HIGH, e.g. rec_oneside_nois@0.6_2")
     clipped = ALGORITHMS[name].clipped
     if match.group("low") is None:
         return AlgorithmChoice(name, _checked_epsilons(spec, default_epsilons) if clipped else None)
@@ -177,7 +177,7 @@ def parse_algorithm(spec: str, default_epsilons: tuple[float, float] = DEFAULT_E
     try:
         epsilons = (float(match.group("low")), float(match.group("high")))
     except ValueError:
-        raise ValueError(f"algorithm {spec!r}: the clipping range must be two numbers, e.g. rec_oneside_nois@0.6_2.0") from None
+        raise ValueError(f"algorithm {spec!r}: the clipping range must be two numbers, e.g. rec_oneside_nois@0.6_2") from None
     return AlgorithmChoice(name, _checked_epsilons(spec, epsilons))
 
 

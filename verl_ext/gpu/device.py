@@ -11,10 +11,11 @@ not see together -- share them.
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import threading
 from importlib import metadata
-from typing import Optional
+from typing import Mapping, Optional
 
 NO_GPU_HELP = (
     "  check a run script's configuration without a GPU:  VERL_EXT_DRY_RUN=1 bash run_scripts/<dataset>/<figure>.sh\n"
@@ -35,6 +36,22 @@ def gpu_unavailable_reason() -> Optional[str]:
     if importlib.util.find_spec("vllm") is None:
         return "vLLM is not installed (verl's GPU rollout): pip install -e \".[gpu]\""
     return None
+
+
+def count_nvidia_gpus(environ: Optional[Mapping[str, str]] = None) -> int:
+    """The GPUs ``nvidia-smi -L`` lists, at most as many as ``CUDA_VISIBLE_DEVICES`` names when it is set
+    (0 without nvidia-smi). Cheap (no torch import): the run scripts count before anything starts."""
+    environ = os.environ if environ is None else environ
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20,
+                                 env=dict(environ)).stdout
+    except (OSError, subprocess.SubprocessError):
+        listing = ""
+    count = sum(1 for line in listing.splitlines() if line.startswith("GPU "))
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = min(count, len([device for device in visible.split(",") if device.strip()]))
+    return count
 
 
 def _version(package: str) -> Optional[str]:

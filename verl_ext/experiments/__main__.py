@@ -1,0 +1,215 @@
+"""``python -m verl_ext.experiments`` (also ``verl-ext run|sweep|figure|experiments``): the run scripts' launcher.
+
+    run PROFILE ALGORITHM[@EPS_LOW_EPS_HIGH] [SETTING] [overrides...]     one run      (run_scripts/run.sh)
+    sweep PROFILE --algorithms A,B [--settings S1,S2] [--learning-rates L1,L2] [--project NAME] [overrides...]
+                                                                            a grid       (run_scripts/sweep.sh)
+    figure PROJECT [overrides...]                                           a figure's grid (run_scripts/<dataset>/*.sh)
+    list                                                                    profiles, algorithms, settings, figures
+
+Extra arguments are Hydra overrides for every run (``KEY=VALUE``, ``+KEY=VALUE``, ``~KEY``; a later one wins).
+The mode and the other choices come from environment variables (:mod:`verl_ext.experiments.environment`).
+Every argument and variable is checked before a config is composed or a process started: a bad one exits 2
+with ``[verl-ext] error: ...``; too few GPUs exits 1 with what to do instead.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Mapping, Optional, Sequence
+
+from verl_ext.experiments import algorithms, figures, profiles, settings
+from verl_ext.experiments.cells import Cell, Grid, build_cells, parse_learning_rates
+from verl_ext.experiments.environment import RunEnvironment, read_environment
+from verl_ext.experiments.launch import LaunchStop, Tools, launch, note
+
+RUN_USAGE = "usage: run PROFILE ALGORITHM[@EPS_LOW_EPS_HIGH] [SETTING] [hydra overrides...]"
+SWEEP_USAGE = ("usage: sweep PROFILE --algorithms A,B [--settings S1,S2] [--learning-rates LR1,LR2] [--project NAME] "
+               "[hydra overrides...]")
+SWEEP_OPTIONS = ("--algorithms", "--settings", "--learning-rates", "--project")
+FIGURE_ONLY = ("ALGORITHMS", "SETTINGS", "LEARNING_RATES")
+
+
+class UsageError(ValueError):
+    pass
+
+
+def check_overrides(arguments: Sequence[str]) -> list[str]:
+    """Extra arguments must be Hydra overrides; anything else (an option, a typo) is an error now, not later."""
+    for argument in arguments:
+        if argument.startswith("-"):
+            raise UsageError(f"{argument!r} is not an option here: extra arguments are Hydra overrides KEY=VALUE")
+        key = argument[1:] if argument.startswith("~") else argument.split("=", 1)[0] if "=" in argument else ""
+        if not key.lstrip("+"):
+            raise UsageError(f"{argument!r} is not a Hydra override: write KEY=VALUE (+KEY=VALUE adds a key, ~KEY removes one)")
+    return list(arguments)
+
+
+def _is_override(argument: str) -> bool:
+    return "=" in argument or argument.startswith(("~", "-"))
+
+
+def _entry(command: str, arguments: Sequence[str]) -> str:
+    return " ".join([command, *(shlex.quote(argument) for argument in arguments)])
+
+
+def _ignored_variables(environment: RunEnvironment, command: str) -> None:
+    for name in FIGURE_ONLY:
+        if getattr(environment, name.lower()) is not None:
+            note(f"{name} restricts a figure script's grid; {command} ignores it (give the grid as arguments)")
+
+
+def run_grid(arguments: Sequence[str], environment: RunEnvironment) -> tuple[Grid, str]:
+    if len(arguments) < 2 or arguments[0].startswith("-") or arguments[1].startswith("-"):
+        raise UsageError(RUN_USAGE)
+    profile_name, algorithm, rest = arguments[0], arguments[1], list(arguments[2:])
+    setting = rest.pop(0) if rest and not _is_override(rest[0]) else "on_policy"
+    overrides = check_overrides(rest)
+    profile = profiles.profile_named(profile_name)
+    _ignored_variables(environment, "run")
+    grid = Grid(
+        project=environment.project_name or f"verl-ext-{profile.name}",
+        profile=profile,
+        algorithms=[algorithms.parse_algorithm(algorithm)],
+        settings=[settings.parse_setting(setting)],
+        overrides=overrides,
+        zero_variance_masking=bool(environment.zero_variance_masking),
+        name=environment.experiment_name,
+    )
+    return grid, _entry("verl-ext run", arguments)
+
+
+def parse_sweep_options(arguments: Sequence[str]) -> tuple[str, dict[str, str], list[str]]:
+    """PROFILE, {option: value}, overrides. Every turn consumes an argument, so parsing ends."""
+    if not arguments or arguments[0].startswith("-"):
+        raise UsageError(SWEEP_USAGE)
+    profile, rest = arguments[0], list(arguments[1:])
+    options: dict[str, str] = {}
+    extra: list[str] = []
+    while rest:
+        argument = rest.pop(0)
+        if not argument.startswith("--"):
+            extra.append(argument)
+            continue
+        option, equals, value = argument.partition("=")
+        if option not in SWEEP_OPTIONS:
+            raise UsageError(f"sweep: unknown option {option} (allowed: {', '.join(SWEEP_OPTIONS)})")
+        if not equals:
+            value = rest.pop(0) if rest and not rest[0].startswith("-") else ""
+        if not value:
+            raise UsageError(f"sweep: option {option} needs a value. {SWEEP_USAGE}")
+        options[option] = value
+    if "--algorithms" not in options:
+        raise UsageError(f"sweep: --algorithms is required. {SWEEP_USAGE}")
+    return profile, options, check_overrides(extra)
+
+
+def sweep_grid(arguments: Sequence[str], environment: RunEnvironment) -> tuple[Grid, str]:
+    profile_name, options, overrides = parse_sweep_options(arguments)
+    profile = profiles.profile_named(profile_name)
+    _ignored_variables(environment, "sweep")
+    rates = options.get("--learning-rates")
+    grid = Grid(
+        project=options.get("--project") or environment.project_name or f"verl-ext-{profile.name}",
+        profile=profile,
+        algorithms=algorithms.parse_algorithms(options["--algorithms"]),
+        settings=settings.parse_settings(options.get("--settings", "on_policy")),
+        learning_rates=parse_learning_rates(rates, "--learning-rates") if rates else (),
+        overrides=overrides,
+        zero_variance_masking=bool(environment.zero_variance_masking),
+        name_prefix=environment.experiment_name,
+    )
+    return grid, _entry("verl-ext sweep", arguments)
+
+
+def _from_variable(name: str, parse, text: str):
+    try:
+        return parse(text)
+    except ValueError as error:
+        raise ValueError(f"{name}={text!r}: {error}") from None
+
+
+def figure_grid(arguments: Sequence[str], environment: RunEnvironment) -> tuple[Grid, str]:
+    if not arguments or arguments[0].startswith("-"):
+        raise UsageError(f"usage: figure PROJECT [hydra overrides...]; PROJECT is one of {', '.join(figures.FIGURES)}")
+    figure = figures.figure_named(arguments[0])
+    overrides = check_overrides(arguments[1:])
+    masking = environment.zero_variance_masking
+    grid = Grid(
+        project=environment.project_name or figure.project,
+        profile=profiles.profile_named(figure.profile),
+        algorithms=(_from_variable("ALGORITHMS", algorithms.parse_algorithms, environment.algorithms)
+                    if environment.algorithms else algorithms.parse_algorithms(" ".join(figure.algorithms))),
+        settings=(_from_variable("SETTINGS", settings.parse_settings, environment.settings)
+                  if environment.settings else settings.parse_settings(" ".join(figure.settings))),
+        learning_rates=(parse_learning_rates(environment.learning_rates) if environment.learning_rates
+                        else figure.learning_rates),
+        overrides=[*figure.overrides, *overrides],
+        zero_variance_masking=figure.zero_variance_masking if masking is None else masking,
+        name_prefix=environment.experiment_name,
+    )
+    return grid, _entry(f"bash {figure.script}", arguments[1:])
+
+
+def list_names() -> str:
+    lines = ["profiles (REC paper, Table 1):"]
+    aliases = {full: alias for alias, full in profiles.ALIASES.items()}
+    for name, profile in profiles.PROFILES.items():
+        alias = f" (alias {aliases[name]})" if name in aliases else ""
+        lines.append(f"  {name}{alias}: {profile.model}, dataset {profile.dataset}")
+    lines.append("algorithms (clipped ones take @EPS_LOW_EPS_HIGH, e.g. rec_oneside_nois@0.6_2):")
+    for name, preset in algorithms.ALGORITHMS.items():
+        alias = [a for a, full in algorithms.ALIASES.items() if full == name]
+        lines.append(f"  {name}: estimator {preset.estimator}, loss {preset.loss}"
+                     + (", clipped" if preset.clipped else "") + (f" (alias {', '.join(alias)})" if alias else ""))
+    setting_aliases = ", ".join(f"{alias} = {full}" for alias, full in settings.ALIASES.items())
+    lines.append(f"settings: {settings.FORMS} (aliases: {setting_aliases})")
+    lines.append("figures (figure PROJECT, or bash SCRIPT):")
+    for project, figure in figures.FIGURES.items():
+        lines.append(f"  {project}: {figure.script}: {figure.paper}")
+    return "\n".join(lines)
+
+
+COMMANDS = {"run": run_grid, "sweep": sweep_grid, "figure": figure_grid}
+
+
+def plan(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> tuple[list[Cell], RunEnvironment, str]:
+    """``run|sweep|figure ARGS`` in ``environ`` -> (its cells, the environment, how the user started it).
+
+    Checks every argument and variable; ValueError (UsageError) on a bad one. Reads no file, starts nothing.
+    """
+    if not argv or argv[0] not in COMMANDS:
+        raise UsageError(f"unknown command {argv[0] if argv else ''!r}; allowed: {', '.join([*COMMANDS, 'list'])}")
+    environment = read_environment(environ)
+    grid, entry = COMMANDS[argv[0]](argv[1:], environment)
+    cells = build_cells(grid, environment)
+    if len(cells) > 1 or argv[0] != "run":
+        note(f"{grid.project}: {len(cells)} run(s) of profile {grid.profile.name}")
+    return cells, environment, entry
+
+
+def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None,
+         tools: Optional[Tools] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    if argv[0] == "list":
+        print(list_names())
+        return 0
+    try:
+        cells, environment, entry = plan(argv, environ)
+        return launch(cells, environment, entry, tools)
+    except LaunchStop as stop:
+        print(stop, file=sys.stderr, flush=True)
+        return stop.status
+    except ValueError as error:  # a bad argument, name or environment variable
+        print(f"[verl-ext] error: {error}", file=sys.stderr, flush=True)
+        return 2
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,174 @@
+"""A grid of runs -> its cells: each run's name, its final ``main_ppo`` overrides and where it writes.
+
+A cell is profile + algorithm + setting (+ learning rate). Its overrides are merged in this order, a key set
+later winning (:func:`verl_ext.experiments.overrides.merge_overrides`):
+
+1. the profile (Table 1 + our resources), the algorithm preset, the staleness setting, the learning rate,
+   zero-variance masking;
+2. names, logger and nodes (``trainer.project_name``, ``experiment_name``, ``logger``, ``nnodes``,
+   ``n_gpus_per_node``);
+3. the figure's own overrides, then the user's (command-line) overrides;
+4. in a smoke mode, the CPU or GPU smoke profile (:mod:`verl_ext.cpu.profile`, :mod:`verl_ext.gpu.profile`:
+   tiny model and data, the CPU platform or one GPU) and the smoke caps (2 steps, no checkpoint, no resume),
+   after the user's so that a smoke run stays small whatever the script sets;
+5. bookkeeping: the checkpoint folder and verl's file-logger path (in Ray's runtime environment, so every
+   worker on every node writes the metrics where ``verl-ext plot`` reads them).
+
+Pure: nothing here composes a config, reads a file or starts a process.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from verl_ext.experiments.algorithms import AlgorithmChoice, number_label
+from verl_ext.experiments.environment import RunEnvironment
+from verl_ext.experiments.overrides import hydra_list, merge_overrides
+from verl_ext.experiments.profiles import Profile
+from verl_ext.experiments.run_names import check_name, run_name
+from verl_ext.experiments.settings import Setting
+from verl_ext.metrics_file import file_logger_path
+from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME
+from verl_ext.recipe import config_dir as recipe_config_dir
+
+SMOKE_STEPS = 2
+SMOKE_CAPS = (f"trainer.total_training_steps={SMOKE_STEPS}", "trainer.save_freq=-1", "trainer.resume_mode=disable")
+LOGGER_PATH_KEY = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
+MASKING = "trainer.v1.delayed_sync.zero_variance_masking=true"
+
+
+@dataclass(frozen=True)
+class Grid:
+    """What a command asks for: every (algorithm, setting, learning rate) of one profile, in one project."""
+
+    project: str
+    profile: Profile
+    algorithms: Sequence[AlgorithmChoice]
+    settings: Sequence[Setting]
+    learning_rates: Sequence[float] = ()  # empty: the profile's, and no ``-lr`` in the names
+    overrides: Sequence[str] = ()  # the figure's, then the user's
+    zero_variance_masking: bool = False
+    name_prefix: Optional[str] = None  # EXPERIMENT_NAME of a grid: ``<prefix>-<run name>``
+    name: Optional[str] = None  # EXPERIMENT_NAME of a single run: its whole name
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a grid, ready to check or start."""
+
+    project: str
+    name: str  # trainer.experiment_name, the metrics file's name
+    label: str  # the curve's label in plots: the run name without its setting
+    profile: Profile
+    algorithm: AlgorithmChoice
+    setting: Setting
+    learning_rate: Optional[float]
+    overrides: tuple[str, ...]
+    metrics_file: Path
+    checkpoints: Path
+    smoke: Optional[str] = None
+    description: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def title(self) -> str:
+        """How the dry run names the cell: ``project/name`` (and the smoke mode)."""
+        return f"{self.project}/{self.name}" + (f" ({self.smoke} smoke)" if self.smoke else "")
+
+    @property
+    def main_ppo_args(self) -> list[str]:
+        """The arguments of ``python -m verl.trainer.main_ppo`` (and of the dry run) for this cell."""
+        return [f"--config-path={recipe_config_dir()}", f"--config-name={RECIPE_CONFIG_NAME}", *self.overrides]
+
+
+def parse_learning_rates(text: str, what: str = "LEARNING_RATES") -> list[float]:
+    """``"2e-6,5e-6"`` (commas or spaces) -> floats; ValueError naming ``what`` on a value that is not a number > 0."""
+    rates = []
+    for part in (part for part in re.split(r"[,\s]+", text) if part):
+        try:
+            rate = float(part)
+        except ValueError:
+            rate = float("nan")
+        if not (math.isfinite(rate) and rate > 0):
+            raise ValueError(f"{what}: learning rate {part!r} is not a number > 0")
+        if rate in rates:
+            raise ValueError(f"{what}: learning rate {part!r} given twice")
+        rates.append(rate)
+    if not rates:
+        raise ValueError(f"{what}: no learning rate given")
+    return rates
+
+
+def smoke_overrides(environment: RunEnvironment) -> list[str]:
+    """The smoke profile of the environment's mode (empty outside a smoke mode), then the smoke caps."""
+    if environment.smoke == "cpu":
+        from verl_ext.cpu.profile import cpu_overrides
+
+        return [*cpu_overrides(environment.tiny_assets), *SMOKE_CAPS]
+    if environment.smoke == "gpu":
+        from verl_ext.gpu.profile import gpu_smoke_overrides
+
+        return [*gpu_smoke_overrides(environment.tiny_gpu_assets), *SMOKE_CAPS]
+    return []
+
+
+def build_cells(grid: Grid, environment: RunEnvironment) -> list[Cell]:
+    """Every cell of ``grid`` (algorithms x settings x learning rates, in that order); ValueError when empty."""
+    rates: Sequence[Optional[float]] = list(grid.learning_rates) or [None]
+    smoke = smoke_overrides(environment)
+    check_name(grid.project, "project")
+    cells = []
+    for algorithm in grid.algorithms:
+        for setting in grid.settings:
+            for rate in rates:
+                cells.append(_cell(grid, environment, algorithm, setting, rate, smoke))
+    if not cells:
+        raise ValueError(f"{grid.project}: the grid is empty")
+    names = [cell.name for cell in cells]
+    if len(set(names)) < len(names):
+        raise ValueError(f"{grid.project}: EXPERIMENT_NAME={grid.name!r} names {len(names)} runs the same: use it for one run")
+    return cells
+
+
+def _cell(grid: Grid, environment: RunEnvironment, algorithm: AlgorithmChoice, setting: Setting,
+          rate: Optional[float], smoke: list[str]) -> Cell:
+    full = run_name(algorithm, setting, learning_rate=rate, zero_variance_masking=grid.zero_variance_masking)
+    label = full[: -len(setting.label) - 1]
+    name = grid.name or (f"{grid.name_prefix}-{full}" if grid.name_prefix else full)
+    outputs = environment.outputs
+    metrics_file = file_logger_path(outputs / "metrics", grid.project, name)
+    checkpoints = outputs / "checkpoints" / grid.project / name
+    overrides = merge_overrides(
+        grid.profile.overrides(environment.data_dir, environment.model_path, environment.total_steps,
+                               environment.kl_to_initial),
+        algorithm.overrides(),
+        setting.overrides(),
+        [f"actor_rollout_ref.actor.optim.lr={rate}"] if rate is not None else [],
+        # off-policy GRPO's zero-variance masking in the delayed_sync trainer: groups whose rewards are all
+        # equal leave each step's batch, no prompts are drawn to replace them (docs/staleness.md)
+        [MASKING] if grid.zero_variance_masking else [],
+        [
+            f"trainer.project_name={grid.project}",
+            f"trainer.experiment_name={name}",
+            f"trainer.logger={hydra_list(environment.logger)}",
+            f"trainer.nnodes={environment.nnodes}",
+            f"trainer.n_gpus_per_node={environment.n_gpus_per_node}",
+        ],
+        grid.overrides,
+        smoke,
+        [f"trainer.default_local_dir={checkpoints}", f"{LOGGER_PATH_KEY}={metrics_file}"],
+    )
+    description = {
+        "run": label,
+        "group": setting.label,
+        "profile": grid.profile.name,
+        "algorithm": algorithm.label,
+        "setting": setting.label,
+        "learning_rate": number_label(rate) if rate is not None else "",
+        "cpu_smoke": environment.smoke == "cpu",
+    }
+    return Cell(grid.project, name, label, grid.profile, algorithm, setting, rate, tuple(overrides), metrics_file,
+                checkpoints, environment.smoke, description)

@@ -1,0 +1,194 @@
+"""Run a grid's cells in the mode the environment chooses (docs/run-scripts.md, "The modes").
+
+==================  =========================================================================================
+mode                what happens
+==================  =========================================================================================
+dry run             ``VERL_EXT_DRY_RUN=1``: every cell's config composed and checked in this process
+                    (:func:`verl_ext.preflight.report_runs`, YAML parsed once), each summarised; nothing starts
+CPU / GPU smoke     ``VERL_EXT_CPU_SMOKE=1`` / ``VERL_EXT_GPU_SMOKE=1``: the tiny assets built when missing, then
+                    each cell for real for 2 steps (one GPU is counted first for the GPU smoke)
+real                the GPUs counted (``N_GPUS_PER_NODE``), every cell checked quietly (a failure stops before
+                    any data work), then per cell: the dataset prepared when missing or incomplete (once),
+                    the run's description written, ``python -m verl.trainer.main_ppo`` as a child process
+==================  =========================================================================================
+
+A grid's runs go one after the other; a failed one stops the grid unless ``CONTINUE_ON_ERROR=1``. What needs
+a GPU or starts a process is a :class:`Tools` field, so tests can replace exactly those.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence
+
+from verl_ext.experiments.cells import Cell
+from verl_ext.experiments.environment import RunEnvironment
+from verl_ext.experiments.profiles import Profile
+
+
+class LaunchStop(Exception):
+    """The launcher stops on purpose: ``message`` is printed as it is, ``status`` is the exit status."""
+
+    def __init__(self, message: str, status: int = 2):
+        super().__init__(message)
+        self.status = status
+
+
+def note(message: str) -> None:
+    print(f"[verl-ext] {message}", file=sys.stderr, flush=True)
+
+
+def run_command(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run ``argv`` with its output streamed to this terminal; its exit status."""
+    return subprocess.call(list(argv), env=dict(env))
+
+
+def _count_gpus() -> int:
+    from verl_ext.gpu.device import count_nvidia_gpus
+
+    return count_nvidia_gpus()
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The collaborators that start processes or need hardware (tests replace them, nothing else)."""
+
+    run_command: Callable[[Sequence[str], Mapping[str, str]], int] = run_command
+    count_gpus: Callable[[], int] = _count_gpus
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+def require_gpus(needed: int, environment: RunEnvironment, entry: str, tools: Tools) -> None:
+    """Stop (exit 1) before anything starts when this node has fewer NVIDIA GPUs than ``needed``."""
+    if environment.skip_gpu_check:
+        return
+    found = tools.count_gpus()
+    if found >= needed:
+        return
+    raise LaunchStop(
+        f"[verl-ext] This run needs {needed} GPU(s) per node (N_GPUS_PER_NODE={environment.n_gpus_per_node}, "
+        f"NNODES={environment.nnodes});\n"
+        f"[verl-ext] found {found} NVIDIA GPU(s) on this machine (nvidia-smi, CUDA_VISIBLE_DEVICES). Nothing was started.\n"
+        f"[verl-ext]   check the full configuration without a GPU:  VERL_EXT_DRY_RUN=1 {entry}\n"
+        f"[verl-ext]   run it for real for 2 steps on the CPU:      VERL_EXT_CPU_SMOKE=1 {entry}\n"
+        f"[verl-ext]   see the papers' effects on a CPU:            verl-ext lab\n"
+        f"[verl-ext]   fewer GPUs on this node:                     N_GPUS_PER_NODE=<n> {entry}\n"
+        f"[verl-ext]   another accelerator (no nvidia-smi):         VERL_EXT_SKIP_GPU_CHECK=1 {entry}",
+        status=1,
+    )
+
+
+def check_cells(cells: Sequence[Cell], quiet: bool) -> bool:
+    """The dry run's checks on every cell in this process; True when all pass (``quiet``: failures only, on stderr)."""
+    from verl_ext.preflight import report_runs
+
+    runs = [(cell.title, cell.main_ppo_args) for cell in cells]
+    results = report_runs(runs, quiet=quiet, out=sys.stderr if quiet else sys.stdout)
+    return all(result.ok for result in results)
+
+
+def prepare_data(profile: Profile, environment: RunEnvironment, tools: Tools) -> None:
+    """Prepare the profile's dataset unless data_prep's manifest says its files are one complete run with the
+    profile's flags (``python -m data_prep.manifest``: sizes and SHA-256)."""
+    from data_prep import manifest
+
+    directory = environment.data_dir / profile.dataset
+    flags = list(profile.data_prep_args)
+    files = ("train.parquet", profile.val_file)
+    if all((directory / name).is_file() for name in files):
+        with contextlib.redirect_stdout(sys.stderr):
+            complete = manifest.main([str(directory), *files, "--dataset", profile.dataset, f"--args={' '.join(flags)}"]) == 0
+        if complete:
+            return
+    note(f"preparing {profile.dataset} in {directory} (python -m data_prep.{profile.dataset})")
+    raw = ["--local_dataset_path", environment.raw_data_path] if environment.raw_data_path else []
+    argv = [sys.executable, "-m", f"data_prep.{profile.dataset}", "--local_save_dir", str(directory), *raw, *flags]
+    if tools.run_command(argv, tools.environ) != 0:
+        raise LaunchStop(f"[verl-ext] error: data preparation failed: {' '.join(argv[1:])}")
+    if not (directory / profile.val_file).is_file():
+        raise LaunchStop(f"[verl-ext] error: data_prep.{profile.dataset} wrote no {directory / profile.val_file}")
+
+
+def write_description(cell: Cell) -> None:
+    """``<name>.run.json`` beside the metrics (read by ``verl-ext plot``); an earlier metrics file is kept as
+    ``<name>.partN.jsonl`` (verl's file logger truncates its file; ``verl-ext plot`` joins the parts)."""
+    folder = cell.metrics_file.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    description = folder / f"{cell.name}.run.json"
+    staged = description.with_name(description.name + ".tmp")
+    staged.write_text(json.dumps(cell.description) + "\n", encoding="utf-8")
+    staged.replace(description)  # complete or absent
+    if cell.metrics_file.is_file() and cell.metrics_file.stat().st_size > 0:
+        part = 1
+        while cell.metrics_file.with_name(f"{cell.name}.part{part}.jsonl").exists():
+            part += 1
+        kept = cell.metrics_file.with_name(f"{cell.name}.part{part}.jsonl")
+        cell.metrics_file.rename(kept)
+        note(f"kept the earlier metrics as {kept} (verl-ext plot joins the parts)")
+
+
+def smoke_environment(environment: RunEnvironment) -> dict[str, str]:
+    """The environment variables of the smoke mode's profile (VERL_PLATFORM=cpu, offline hub, ...)."""
+    if environment.smoke == "cpu":
+        from verl_ext.cpu.profile import cpu_environment
+
+        return cpu_environment()
+    if environment.smoke == "gpu":
+        from verl_ext.gpu.profile import gpu_environment
+
+        return gpu_environment()
+    return {}
+
+
+def build_smoke_assets(environment: RunEnvironment) -> None:
+    from verl_ext.tiny.assets import build_tiny_assets
+
+    size, out = ("cpu", environment.tiny_assets) if environment.smoke == "cpu" else ("gpu", environment.tiny_gpu_assets)
+    note(f"building the tiny {size.upper()} assets in {out} (skipped when up to date)")
+    build_tiny_assets(out, size=size)
+
+
+def launch(cells: Sequence[Cell], environment: RunEnvironment, entry: str, tools: Optional[Tools] = None) -> int:
+    """Run ``cells`` in the environment's mode; the exit status (``entry``: how the user started it, for advice)."""
+    tools = tools or Tools()
+    if environment.dry_run:
+        return 0 if check_cells(cells, quiet=False) else 1
+    if environment.smoke is None:
+        require_gpus(environment.n_gpus_per_node, environment, entry, tools)
+        if not check_cells(cells, quiet=True):
+            raise LaunchStop("[verl-ext] error: the configuration check failed (above): nothing was prepared or started")
+    else:
+        if environment.smoke == "gpu":
+            require_gpus(1, environment, entry, tools)  # one GPU, whatever the script asks for
+        build_smoke_assets(environment)
+    prepared: set[str] = set()
+    failed: list[tuple[str, int]] = []
+    for cell in cells:
+        if environment.smoke is None and cell.profile.dataset not in prepared:
+            prepare_data(cell.profile, environment, tools)
+            prepared.add(cell.profile.dataset)
+        write_description(cell)
+        argv = [sys.executable, "-m", "verl.trainer.main_ppo", *cell.main_ppo_args]
+        note(f"run {cell.title}: metrics in {cell.metrics_file}")
+        note(" ".join(argv))
+        env = {**tools.environ, **smoke_environment(environment), "VERL_FILE_LOGGER_PATH": str(cell.metrics_file)}
+        status = tools.run_command(argv, env)
+        if status != 0:
+            failed.append((cell.name, status))
+            if not environment.continue_on_error:
+                if len(cells) > 1:
+                    note(f"run {cell.name} failed (exit {status}): stopping (CONTINUE_ON_ERROR=1 goes on)")
+                break
+    if failed:
+        if len(cells) == 1:
+            return failed[0][1]
+        note(f"failed run(s): {', '.join(name for name, _ in failed)}")
+        return 1
+    note(f"plot the runs: verl-ext plot {cells[-1].metrics_file.parent}")
+    return 0
