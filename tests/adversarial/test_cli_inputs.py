@@ -65,33 +65,13 @@ def test_lab_dry_run_of_many_seeds_is_linear(capsys):
     assert elapsed < 8, elapsed  # about 1 s on 2 idle cores; a quadratic check takes 14 s
 
 
-@pytest.mark.parametrize("content,message", [
-    ("", "no queued runs"),
-    ("\n\n", "no queued runs"),
-    ("{not json\n", "line 1: not a queued run"),
-    ("[" * 100_000 + "]" * 100_000 + "\n", "line 1: not a queued run (nested too deeply)"),
-    ('{"name": "a", "argv": ["x"]}\n[1, 2]\n', "line 2: not a queued run"),
-    ('"just a string"\n', "line 1: not a queued run"),
-    ('{"name": 3, "argv": []}\n', "line 1: field 'name' must be a string"),
-    ('{"name": "a", "argv": [1]}\n', "line 1: field 'name' must be a string and 'argv' a list of strings"),
-    ('{"name": "a"}\n', "line 1: not a queued run"),
-    (b"\xff\xfe\x00garbage", "not UTF-8 text"),
+@pytest.mark.parametrize("argv,message", [
+    ([], "nothing to check: pass main_ppo's arguments after --"),
+    (["--name", "x", "--"], "nothing to check"),
+    (["--queue", "runs.jsonl"], "unrecognized arguments: --queue"),  # the run scripts' old JSON queue: gone
 ])
-def test_preflight_queue(capsys, tmp_path, content, message):
-    queue = tmp_path / "queue.jsonl"
-    if isinstance(content, bytes):
-        queue.write_bytes(content)
-    else:
-        queue.write_text(content, encoding="utf-8")
-    assert message in exits_with_usage_error(capsys, preflight_main, ["--queue", str(queue)])
-
-
-@pytest.mark.parametrize("make", ["missing", "directory"])
-def test_preflight_queue_that_is_not_a_file(capsys, tmp_path, make):
-    queue = tmp_path / "queue"
-    if make == "directory":
-        queue.mkdir()
-    assert str(queue) in exits_with_usage_error(capsys, preflight_main, ["--queue", str(queue)])
+def test_preflight_without_a_run_to_check(capsys, argv, message):
+    assert message in exits_with_usage_error(capsys, preflight_main, argv)
 
 
 def write_metrics(path, lines):

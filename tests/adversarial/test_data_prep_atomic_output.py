@@ -214,25 +214,21 @@ def guru_file(tmp_path) -> Path:
 
 # --- the run scripts' check ----------------------------------------------------------------------------------
 
-def test_run_scripts_prepare_again_when_the_pair_is_not_one_complete_run(tmp_path):
-    """run_scripts/lib/common.sh: verl_ext_prepare_data with the real data_prep (subprocesses)."""
-    script = (
-        f"source {REPO}/run_scripts/lib/common.sh\n"
-        "VERL_EXT_RUN_DATASET=gsm8k VERL_EXT_RUN_VAL_FILE=test.parquet VERL_EXT_RUN_DATA_PREP_ARGS=\"$ARGS\"\n"
-        "verl_ext_prepare_data\n"
-    )
-    env = {
-        **os.environ,
-        "PYTHON": sys.executable,
-        "DATA_DIR": str(tmp_path / "data"),
-        "RAW_DATA_PATH": str(FIXTURES / "gsm8k"),
-        "ARGS": "--drop_duplicates",  # passed through to the check and to data_prep
-    }
+def test_run_scripts_prepare_again_when_the_pair_is_not_one_complete_run(tmp_path, capsys):
+    """The run scripts' launcher (verl_ext.experiments.launch.prepare_data) with the real data_prep (a subprocess)."""
+    from dataclasses import replace
 
-    def prepare(**extra) -> str:
-        result = subprocess.run(["bash", "-c", script], env={**env, **extra}, capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stderr
-        return result.stderr
+    from verl_ext.experiments.environment import read_environment
+    from verl_ext.experiments.launch import Tools, prepare_data
+    from verl_ext.experiments.profiles import profile_named
+
+    environment = read_environment({"DATA_DIR": str(tmp_path / "data"), "RAW_DATA_PATH": str(FIXTURES / "gsm8k")})
+    # --drop_duplicates: passed through to the manifest check and to data_prep
+    profile = replace(profile_named("gsm8k"), data_prep_args=("--drop_duplicates",))
+
+    def prepare() -> str:
+        prepare_data(profile, environment, Tools(environ={**os.environ, "PYTHON": sys.executable}))
+        return capsys.readouterr().err
 
     assert "preparing gsm8k" in prepare()
     assert "preparing gsm8k" not in prepare()  # complete: used as it is

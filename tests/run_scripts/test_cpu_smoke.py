@@ -45,8 +45,8 @@ def test_offpolicy_grpo_script_runs_on_cpu_and_its_metrics_plot(tmp_path):
 
 
 def test_rec_gspo_script_on_the_30b_profile_runs_on_cpu(tmp_path):
-    metrics = smoke(tmp_path, "guru/figure12_rec_gspo.sh", ALGORITHMS="rec_gspo_nois@6e-4_8e-4")
-    steps, records = training_steps(metrics / "guru-figure12" / "rec_gspo_nois-eps6e-4_8e-4-sync_interval_8.jsonl")
+    metrics = smoke(tmp_path, "guru/figure12_rec_gspo.sh", ALGORITHMS="rec_gspo_nois@6e-4_8e-4")  # written out as %g
+    steps, records = training_steps(metrics / "guru-figure12" / "rec_gspo_nois@0.0006_0.0008-sync_interval_8.jsonl")
     assert sorted(steps) == [1, 2]
     assert [steps[step]["staleness/lag"] for step in (1, 2)] == [0, 1]
     assert all("actor/pg_clipfrac" in data and "actor/kl_loss" in data for data in steps.values())
