@@ -1,7 +1,7 @@
 """``verl-ext lab``: the papers' off-policy comparisons on a laptop, through verl's real ``main_ppo``.
 
     verl-ext lab                                   # the headline finding, a few minutes on 2 cores
-    verl-ext lab --grid clipping                   # one preset per finding of the paper (--list-grids)
+    verl-ext lab --grid clipping                   # one grid per finding of the paper (--list-grids)
     verl-ext lab --algorithms rec_reinforce,rec_oneside_nois --settings sync_interval_20 --steps 60 --seeds 2
     verl-ext lab --algorithms rec_oneside_nois,rec_oneside_nois@0.6_2 --settings offline --json
 
@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 
 from verl_ext.argument_types import non_negative_int, positive_float, positive_int
 from verl_ext.experiments.algorithms import ALGORITHMS, ALIASES, DEFAULT_EPSILONS, parse_algorithm, parse_algorithms
+from verl_ext.experiments.settings import ALIASES as SETTING_ALIASES
 from verl_ext.experiments.settings import FORMS, Setting, parse_settings
 from verl_ext.lab.grids import DEFAULT_GRID, GRIDS, Grid, grid_named
 from verl_ext.lab.plan import DEFAULT_LEARNING_RATE, DEFAULT_STEPS, LabRun, plan_runs
@@ -61,10 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="verl-ext lab", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="algorithms: " + ", ".join(ALGORITHMS) + " (aliases: " + ", ".join(f"{a} = {n}" for a, n in ALIASES.items())
-        + "); settings: " + FORMS + "; grids: " + ", ".join(GRIDS),
+        + "); settings: " + FORMS + " (aliases: " + ", ".join(f"{a} = {n}" for a, n in SETTING_ALIASES.items())
+        + "); grids: " + ", ".join(GRIDS),
     )
     what = parser.add_argument_group("what to run (default: --grid headline)")
-    what.add_argument("--grid", help="a preset, one per finding of the paper (see --list-grids)")
+    what.add_argument("--grid", help="a grid of runs, one per finding of the paper (see --list-grids)")
     what.add_argument("--algorithms", help="preset names, comma-separated, NAME@EPS_LOW_EPS_HIGH for another clipping "
                       f"range (default {DEFAULT_ALGORITHMS})")
     what.add_argument("--settings", help=f"staleness settings by name, comma-separated ({FORMS}; default on_policy)")
@@ -88,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--reuse", action="store_true", help="skip runs already complete in --out with the same overrides")
     out.add_argument("--json", action="store_true", help="print one JSON record per run as the last line")
     out.add_argument("--dry-run", action="store_true", help="print the runs and their overrides, run nothing")
-    out.add_argument("--list-grids", action="store_true", help="print the presets and the finding each tests")
+    out.add_argument("--list-grids", action="store_true", help="print the grids and the finding each tests")
     return parser
 
 

@@ -1,4 +1,4 @@
-"""The lab's presets: one grid per finding of the REC paper (``/work/shared/docs/algorithms.md``, "Findings
+"""The lab's grids: one per finding of the REC paper (``/work/shared/docs/algorithms.md``, "Findings
 the paper reports"; arXiv 2509.24203 Section 4 and Appendix B), and the short default comparison.
 
 A grid is a list of cells (algorithm preset, staleness setting, learning-rate factor), each run for every
