@@ -1,8 +1,11 @@
-"""Fixtures shared by every test folder."""
+"""Fixtures shared by every test folder, and the e2e tests' order and background runs (tests/background_runs.py)."""
 
+import os
 from pathlib import Path
 
 import pytest
+
+from tests.background_runs import FUNCTION, BackgroundRuns
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -13,3 +16,47 @@ def shared_datasets():
     if not path.is_dir():
         pytest.skip(f"{path} is absent (real datasets live in the project's shared folder, not in a user's clone)")
     return path
+
+
+# --- e2e runs in the background (tests/background_runs.py) ---------------------------------------------
+
+BACKGROUND = pytest.StashKey()
+
+
+def _background(config) -> BackgroundRuns:
+    if BACKGROUND not in config.stash:
+        # the session's numbered temporary folder, as tmp_path_factory gives it (pytest's own attribute)
+        base = config._tmp_path_factory.mktemp("background_runs")
+        config.stash[BACKGROUND] = BackgroundRuns(base, dict(os.environ))
+    return config.stash[BACKGROUND]
+
+
+def pytest_collection_modifyitems(config, items):
+    """e2e tests last (in their order): their runs go on in the background while the others run."""
+    items[:] = [item for item in items if not item.get_closest_marker("e2e")] + [
+        item for item in items if item.get_closest_marker("e2e")
+    ]
+
+
+def pytest_collection_finish(session):
+    """Queue the background runs of every selected e2e module that has them (in test order)."""
+    if session.config.option.collectonly:
+        return
+    modules = []
+    for item in session.items:
+        module = getattr(item, "module", None)
+        if item.get_closest_marker("e2e") and hasattr(module, FUNCTION) and item.path not in modules:
+            modules.append(item.path)
+    for path in modules:
+        _background(session.config).enqueue(path)
+
+
+def pytest_sessionfinish(session):
+    if BACKGROUND in session.config.stash:
+        session.config.stash[BACKGROUND].close()
+
+
+@pytest.fixture(scope="module")
+def background_results(request):
+    """What this module's ``background_runs(root)`` returned, run in a child process (see above)."""
+    return _background(request.config).results(request.path)

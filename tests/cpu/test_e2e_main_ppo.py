@@ -1,15 +1,16 @@
 """verl's real ``main_ppo`` on the CPU backend, one run per algorithm family, asserting on what verl logged.
 
-Five runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
-profile. ``rec`` + ``opmd`` goes through the quickstart (``python -m verl.trainer.main_ppo`` in a child
-process with its own Ray, as a user runs it); the other four share one Ray start-up in this process
-(:class:`verl_ext.cpu.launch.CPURaySession`):
+Four runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
+profile, made by :func:`background_runs` in a child process while the rest of the suite runs
+(tests/background_runs.py). ``rec`` + ``opmd`` goes through the quickstart (``python -m
+verl.trainer.main_ppo`` in a child process with its own Ray, as a user runs it), started first and left
+running beside the other three, which share one Ray start-up (:class:`verl_ext.cpu.launch.CPURaySession`):
 
 - ``rec`` + ``rec_oneside_nois`` for 2 steps, saving a checkpoint at step 2;
-- the same run resumed from that checkpoint for one more step;
+- that run resumed from its checkpoint for one more step with ``red_weight`` (a checkpoint holds weights,
+  optimizer and data position, not the loss: one run checks both the resume and red_weight's step);
 - ``red_drop`` + ``rec_reinforce`` with the actor recomputing pi_old (``bypass_mode=false``), so that
-  verl logs its rollout-vs-actor probability difference;
-- ``rec`` + ``red_weight``.
+  verl logs its rollout-vs-actor probability difference.
 
 Evidence comes from verl's file logger (every step's metrics) and the CPU rollout's event log (every
 weight push with the checksum of the weights the rollout then holds), never from exit codes alone.
@@ -35,34 +36,52 @@ def algorithm_overrides(family: str) -> tuple[str, ...]:
     return (*ALGORITHM.format(estimator, loss).split(), *extra)
 
 
-@pytest.fixture(scope="module")
-def runs(tiny_assets, tmp_path_factory):
+RESUMED_FAMILY = "red_weight"  # trained by the resumed run: step STEPS + 1 only
+
+
+def trained_steps(family: str) -> list[int]:
+    return [STEPS + 1] if family == RESUMED_FAMILY else list(range(1, STEPS + 1))
+
+
+def background_runs(root):
+    """The four runs (in a child process, see the module docstring); the quickstart beside the session."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from verl_ext.cpu.launch import CPURaySession, CPURun
     from verl_ext.cpu.quickstart import run_quickstart
+    from verl_ext.tiny.assets import build_tiny_assets
 
+    assets = root / "assets"
+    build_tiny_assets(assets)
     results = {}
-    quickstart, summary = run_quickstart(
-        steps=STEPS, estimator="rec", loss="opmd", out=tmp_path_factory.mktemp("quickstart"), assets=tiny_assets, echo=False
-    )
-    results["opmd"], results["opmd_summary"] = quickstart.raise_for_error(), summary
-    with CPURaySession(tmp_path_factory.mktemp("cpu_e2e"), tiny_assets) as session:
-        first = session.run(
-            CPURun("rec_oneside_nois", steps=STEPS, overrides=(*algorithm_overrides("rec_oneside_nois"), "trainer.save_freq=2"))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        quickstart = pool.submit(
+            run_quickstart, steps=STEPS, estimator="rec", loss="opmd", out=root / "quickstart", assets=assets, echo=False
         )
-        results["rec_oneside_nois"] = first.raise_for_error()
-        results["resumed"] = session.run(
-            CPURun(
-                "rec_oneside_nois_resumed",
-                steps=STEPS + 1,
-                checkpoint_dir=first.checkpoint_dir,
-                overrides=(*algorithm_overrides("rec_oneside_nois"), "trainer.resume_mode=auto"),
+        with CPURaySession(root / "cpu_e2e", assets) as session:
+            first = session.run(
+                CPURun("rec_oneside_nois", steps=STEPS, overrides=(*algorithm_overrides("rec_oneside_nois"), "trainer.save_freq=2"))
             )
-        ).raise_for_error()
-        for family in ("red_drop", "red_weight"):
-            results[family] = session.run(
-                CPURun(family, steps=STEPS, overrides=algorithm_overrides(family))
+            results["rec_oneside_nois"] = first.raise_for_error()
+            results["resumed"] = results[RESUMED_FAMILY] = session.run(
+                CPURun(
+                    "rec_oneside_nois_resumed_red_weight",
+                    steps=STEPS + 1,
+                    checkpoint_dir=first.checkpoint_dir,
+                    overrides=(*algorithm_overrides(RESUMED_FAMILY), "trainer.resume_mode=auto"),
+                )
             ).raise_for_error()
+            results["red_drop"] = session.run(
+                CPURun("red_drop", steps=STEPS, overrides=algorithm_overrides("red_drop"))
+            ).raise_for_error()
+        result, summary = quickstart.result()
+        results["opmd"], results["opmd_summary"] = result.raise_for_error(), summary
     return results
+
+
+@pytest.fixture(scope="module")
+def runs(background_results):
+    return background_results
 
 
 def expected_loss_metrics(loss_mode: str) -> set[str]:
@@ -86,7 +105,7 @@ def pushes(result) -> list[dict]:
 def test_every_step_trains_with_our_loss(runs, family):
     result = runs[family]
     steps = result.steps
-    assert [step["step"] for step in steps] == list(range(1, STEPS + 1))
+    assert [step["step"] for step in steps] == trained_steps(family)
     for step in steps:
         assert step["actor/grad_norm"] > 0, step["step"]
         assert 0.0 <= step["critic/score/mean"] <= 1.0
@@ -99,8 +118,9 @@ def test_rollout_checksum_changes_at_every_weight_push(runs, family):
     result = runs[family]
     events = result.events
     assert not [event for event in events if event["event"] == "generate_rejected"]
-    # the start-up push (version 0), then one after every training step
-    assert [push["weight_version"] for push in pushes(result)] == list(range(STEPS + 1))
+    # the start-up push (version 0, or the checkpoint's), then one after every training step
+    trained = trained_steps(family)
+    assert [push["weight_version"] for push in pushes(result)] == list(range(trained[0] - 1, trained[-1] + 1))
     checksums = [push["weight_checksum"] for push in pushes(result)]
     assert all(checksums) and all(a != b for a, b in zip(checksums, checksums[1:]))
     # colocated with the trainer, the rollout discards its weights at every sleep (vLLM level 2) ...
@@ -111,7 +131,7 @@ def test_rollout_checksum_changes_at_every_weight_push(runs, family):
     from verl_ext.cpu.profile import DEFAULTS
 
     served = [event["requests_served"] for event in sleeps]
-    assert served[-STEPS:] == [DEFAULTS["train_batch_size"] * DEFAULTS["rollout_n"]] * STEPS
+    assert served[-len(trained):] == [DEFAULTS["train_batch_size"] * DEFAULTS["rollout_n"]] * len(trained)
 
 
 @pytest.mark.parametrize("family", ["rec_oneside_nois", "red_weight", "opmd"])

@@ -1,0 +1,173 @@
+"""End-to-end runs that start in a background process when collection ends, and that their tests collect.
+
+Why: an e2e module's runs (verl's real ``main_ppo`` on the CPU backend) spend most of their wall time
+starting Ray workers one after another, using about 60% of this machine's two cores, while pytest's other
+tests run in one process on about one core. So ``tests/conftest.py`` moves the e2e tests to the end of
+the session and, when collection ends, queues the runs of every selected e2e module that defines
+``background_runs(root: Path)`` (returning picklable results); one child process at a time runs them
+while the rest of the suite goes on. The module's ``runs`` fixture asks for ``background_results`` and
+gets what the function returned, waiting while it still runs (a module nobody queued is run then).
+
+The child is ``python -m tests.background_runs MODULE_FILE OUT``: it imports the test module from its file,
+calls ``background_runs(OUT/work)`` and writes ``OUT/results.pickle`` (under a temporary name, then
+renamed: complete or absent); its output goes to ``OUT/child.log``, whose end a failure shows.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+REPO = Path(__file__).resolve().parents[1]
+FUNCTION = "background_runs"
+TIMEOUT_SECONDS = 40 * 60  # a module's runs take 2-6 minutes on two cores; this only stops a hung child
+RESULTS = "results.pickle"
+
+
+@dataclass
+class Job:
+    module_file: Path
+    out: Path
+    started: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    process: Optional[subprocess.Popen] = None
+    failure: Optional[str] = None
+    seconds: Optional[float] = None
+
+
+class BackgroundRuns:
+    """A queue of test modules whose ``background_runs`` run one at a time in child processes."""
+
+    def __init__(self, base_dir: Path, environment: dict[str, str]):
+        self.base_dir = Path(base_dir)
+        # the environment when the session started: tests that monkeypatch os.environ meanwhile do not leak into a child
+        self.environment = dict(environment)
+        self.jobs: dict[Path, Job] = {}
+        self.queue: list[Job] = []
+        self.lock = threading.Lock()
+        self.wakeup = threading.Condition(self.lock)
+        self.closed = False
+        self.thread = threading.Thread(target=self._work, name="background-runs", daemon=True)
+        self.thread.start()
+
+    def enqueue(self, module_file: Path, first: bool = False) -> Job:
+        """Queue ``module_file``'s runs (once); ``first``: ahead of the others (a test is waiting for them)."""
+        module_file = Path(module_file).resolve()
+        with self.lock:
+            job = self.jobs.get(module_file)
+            if job is None:
+                out = self.base_dir / f"{len(self.jobs)}_{module_file.stem}"
+                job = self.jobs[module_file] = Job(module_file, out)
+                if self.closed:
+                    job.failure = "the session ended before it started"
+                    job.done.set()
+                else:
+                    self.queue.append(job)
+            if first and job in self.queue:
+                self.queue.remove(job)
+                self.queue.insert(0, job)
+            self.wakeup.notify_all()
+            return job
+
+    def results(self, module_file: Path) -> Any:
+        """What ``background_runs`` of ``module_file`` returned (waits for it; queues it first if nobody did)."""
+        job = self.enqueue(module_file, first=True)
+        job.done.wait()
+        if job.failure is not None:
+            raise RuntimeError(f"background runs of {job.module_file.name}: {job.failure}")
+        with open(job.out / RESULTS, "rb") as file:
+            return pickle.load(file)
+
+    def close(self) -> None:
+        """Stop the queue; a child still running is terminated with its process group (its Ray cluster)."""
+        with self.lock:
+            self.closed = True
+            self.queue.clear()
+            self.wakeup.notify_all()
+            running = [job.process for job in self.jobs.values() if job.process is not None and not job.done.is_set()]
+        for process in running:
+            _terminate(process)
+
+    def _work(self) -> None:
+        while True:
+            with self.lock:
+                while not self.queue and not self.closed:
+                    self.wakeup.wait()
+                if self.closed:
+                    for job in self.jobs.values():
+                        if not job.done.is_set():
+                            job.failure = "the session ended before it started"
+                            job.done.set()
+                    return
+                job = self.queue.pop(0)
+            self._run(job)
+
+    def _run(self, job: Job) -> None:
+        job.out.mkdir(parents=True, exist_ok=True)
+        log_path = job.out / "child.log"
+        started = time.perf_counter()
+        with open(log_path, "w", encoding="utf-8") as log:
+            with self.lock:  # close() either sees this process or this sees close()
+                if self.closed:
+                    job.failure = "the session ended before it started"
+                    job.done.set()
+                    return
+                job.process = subprocess.Popen(
+                    [sys.executable, "-m", "tests.background_runs", str(job.module_file), str(job.out)],
+                    cwd=REPO, env=self.environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                )
+            job.started.set()
+            try:
+                returncode = job.process.wait(timeout=TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                _terminate(job.process)
+                returncode = None
+        job.seconds = time.perf_counter() - started
+        if returncode is None:
+            job.failure = f"no result after {TIMEOUT_SECONDS} s (stopped); log: {log_path}"
+        elif returncode != 0 or not (job.out / RESULTS).is_file():
+            tail = log_path.read_text(encoding="utf-8", errors="replace")[-6000:]
+            job.failure = f"child exited with status {returncode}; log: {log_path}\n...{tail}"
+        job.done.set()
+
+
+def _terminate(process: Optional[subprocess.Popen]) -> None:
+    if process is None or process.poll() is not None:
+        return
+    for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def main(argv: list[str]) -> int:
+    module_file, out = Path(argv[0]), Path(argv[1])
+    spec = importlib.util.spec_from_file_location(f"background_{module_file.stem}", module_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    started = time.perf_counter()
+    results = getattr(module, FUNCTION)(out / "work")
+    partial = out / (RESULTS + ".partial")
+    partial.write_bytes(pickle.dumps(results))
+    os.replace(partial, out / RESULTS)
+    print(f"{module_file.name}: background runs done in {time.perf_counter() - started:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,71 @@
+"""tests/background_runs.py: a module's ``background_runs`` runs in a child process, one module at a time;
+its results come back whole, a failure comes back with the child's output, and closing stops the child."""
+
+import os
+import textwrap
+import time
+
+import pytest
+
+from tests.background_runs import RESULTS, BackgroundRuns
+
+
+def module(tmp_path, name, body):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+@pytest.fixture
+def background(tmp_path):
+    runs = BackgroundRuns(tmp_path / "out", dict(os.environ))
+    yield runs
+    runs.close()
+
+
+def test_results_come_back_as_returned_one_module_after_the_other(tmp_path, background):
+    body = """
+        import os, time
+        from pathlib import Path
+        def background_runs(root):
+            root.mkdir(parents=True)
+            started = time.time(); time.sleep(0.3)
+            return {"pid": os.getpid(), "root": root, "span": (started, time.time())}
+    """
+    first, second = module(tmp_path, "first", body), module(tmp_path, "second", body)
+    background.enqueue(first)
+    background.enqueue(second)
+    a, b = background.results(first), background.results(second)
+    assert a["pid"] != os.getpid() and a["pid"] != b["pid"]  # each in its own child
+    assert a["root"].is_dir() and a["root"].parent.name == "0_first" and b["root"].parent.name == "1_second"
+    assert a["span"][1] <= b["span"][0]  # one at a time, in queue order
+
+
+def test_a_failure_is_raised_with_the_childs_output_and_leaves_no_results(tmp_path, background):
+    failing = module(tmp_path, "failing", """
+        def background_runs(root):
+            print("about to fail")
+            raise ValueError("no run for you")
+    """)
+    with pytest.raises(RuntimeError, match=r"(?s)failing\.py: child exited with status 1.*about to fail.*no run for you"):
+        background.results(failing)
+    assert not (background.jobs[failing.resolve()].out / RESULTS).exists()
+
+
+def test_close_stops_the_running_child_and_fails_the_queued_ones(tmp_path, background):
+    slow = module(tmp_path, "slow", """
+        import time
+        def background_runs(root):
+            time.sleep(600)
+    """)
+    queued = module(tmp_path, "queued", "def background_runs(root):\n    return 1\n")
+    running = background.enqueue(slow)
+    waiting = background.enqueue(queued)
+    assert running.started.wait(10)
+    started = time.perf_counter()
+    background.close()
+    assert running.done.wait(30) and waiting.done.wait(5)
+    assert time.perf_counter() - started < 25
+    assert running.process.poll() is not None
+    with pytest.raises(RuntimeError, match="session ended before it started"):
+        background.results(queued)
