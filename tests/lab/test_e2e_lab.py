@@ -15,20 +15,27 @@ pytestmark = pytest.mark.e2e
 STEPS = 4
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory, lab_assets):
+def background_runs(root):
+    """The lab's command, in a child process while the rest of the suite runs (tests/background_runs.py)."""
     import contextlib
     import io
 
     from verl_ext.lab.cli import lab_main
+    from verl_ext.tiny.assets import build_tiny_assets
 
-    out = tmp_path_factory.mktemp("lab_e2e")
+    out, assets = root / "lab_e2e", root / "assets"
+    build_tiny_assets(assets)
     stdout = io.StringIO()
     argv = ["--algorithms", "reinforce,rec_oneside_nois", "--sync-interval", "2", "--steps", str(STEPS),
-            "--out", str(out), "--assets", str(lab_assets), "--json"]
+            "--out", str(out), "--assets", str(assets), "--json"]
     with contextlib.redirect_stdout(stdout):
         status = lab_main(argv)
     return {"status": status, "out": out, "stdout": stdout.getvalue()}
+
+
+@pytest.fixture(scope="module")
+def lab(background_results):
+    return background_results
 
 
 def logged(out, name):

@@ -6,7 +6,8 @@ before the next push raises) and logs every weight event with a checksum of the 
 (3, 1) over 7 steps; the same with ``overlap=true`` (a resident engine generating in the background: the
 rollout server and the trainer's actor are separate processes, so the overlap is real) and checkpoints; a
 resume from the overlap run's mid-interval checkpoint; and offline with zero-variance masking (a reward
-that is constant for the odd prompts, tests/staleness/odd_count_reward.py).
+that is constant for the odd prompts, tests/staleness/odd_count_reward.py). :func:`background_runs` makes
+them in a child process while the rest of the suite runs (tests/background_runs.py).
 """
 
 import json
@@ -49,12 +50,11 @@ ZERO_VARIANCE_MASKING = (
 )
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    launch = pytest.importorskip("verl_ext.cpu.launch")
+def background_runs(root):
+    """The four runs, in a child process while the rest of the suite runs (tests/background_runs.py)."""
+    from verl_ext.cpu import launch
     from verl_ext.tiny.assets import build_tiny_assets
 
-    root = tmp_path_factory.mktemp("staleness_e2e")
     assets = root / "assets"
     build_tiny_assets(assets)
     dumps = {name: root / "dumps" / name for name in ("uninterrupted", "overlap", "resumed", "offline")}
@@ -103,6 +103,12 @@ def runs(tmp_path_factory):
     for result in (uninterrupted, overlap, resumed, offline):
         print(f"{result.run.name}: {result.wall_seconds:.0f} s")
     return {"uninterrupted": uninterrupted, "overlap": overlap, "resumed": resumed, "offline": offline, "dumps": dumps}
+
+
+@pytest.fixture(scope="module")
+def runs(request):
+    pytest.importorskip("verl_ext.cpu.launch")
+    return request.getfixturevalue("background_results")
 
 
 def per_step(result, key: str) -> dict[int, float]:
