@@ -15,12 +15,15 @@ import torch
 
 from verl_ext import metric_names, step_metrics
 from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES, EstimatorSpec, Hyperparameters, PolicyLossSpec
-from verl_ext.config import RECPolicyLossConfig
 from verl_ext.losses.opmd import REGULARIZER_FORMS
 
 
 def hyperparameters(config) -> Hyperparameters:
     """Read the loss hyperparameters from verl's actor config (an ``ActorConfig`` or a DictConfig)."""
+    # imported here, not at the top: verl_ext.config imports verl.workers.config, and a first ``import verl``
+    # made by it loads this module through the plugin while verl_ext.config is still half-initialised
+    from verl_ext.config import RECPolicyLossConfig
+
     policy_loss = config.policy_loss
     if not isinstance(policy_loss, RECPolicyLossConfig) and policy_loss.get("outer_clip_ratio_low", None) is None:
         raise TypeError(
