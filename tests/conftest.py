@@ -40,8 +40,9 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_collection_finish(session):
     """Queue the background runs of every selected e2e module that has them (in test order)."""
-    if session.config.option.collectonly:
-        return
+    option = session.config.option
+    if option.collectonly or (session.testsfailed and not option.continue_on_collection_errors):
+        return  # nothing will run (a collection error interrupts the session)
     modules = []
     for item in session.items:
         module = getattr(item, "module", None)
