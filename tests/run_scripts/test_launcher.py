@@ -1,6 +1,7 @@
-"""The bash entry points are thin: each kind (a figure script, run.sh, sweep.sh) reaches the Python launcher
-with its arguments and the environment (one subprocess each, stopped by the GPU check before any config is
-composed: no GPU here). The launcher itself is tested in this process: tests/experiments/test_launch.py."""
+"""The bash entry points are thin: each kind (a figure script, run.sh, sweep.sh) hands its arguments and the
+environment to the Python launcher (bash alone, $PYTHON recorded), and a figure script reaches the real
+launcher (one subprocess, stopped by the GPU check before any config is composed: no GPU here). The launcher
+itself is tested in this process: tests/experiments/test_launch.py."""
 
 import os
 import stat
@@ -26,22 +27,29 @@ def no_gpus(tmp_path):
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
-@pytest.mark.parametrize("script, args, env, expected", [
-    ("gsm8k/figure4_red.sh", ("trainer.save_freq=5",), {"ALGORITHMS": "red_drop", "N_GPUS_PER_NODE": "4"},
-     ("[verl-ext] gsm8k-figure4: 2 run(s) of profile gsm8k-qwen2.5-1.5b", "This run needs 4 GPU(s) per node",
-      "VERL_EXT_DRY_RUN=1 bash run_scripts/gsm8k/figure4_red.sh trainer.save_freq=5")),
-    ("run.sh", ("gsm8k", "grpo", "offline", "data.seed=3"), {"NNODES": "2"},
-     ("(N_GPUS_PER_NODE=8, NNODES=2)", "VERL_EXT_CPU_SMOKE=1 verl-ext run gsm8k grpo offline data.seed=3")),
-    ("sweep.sh", ("gsm8k", "--algorithms", "grpo,opmd", "--project", "mine"), {"SETTINGS": "offline"},
-     ("[verl-ext] mine: 2 run(s) of profile gsm8k-qwen2.5-1.5b", "SETTINGS restricts a figure script's grid; sweep ignores it",
-      "verl-ext sweep gsm8k --algorithms grpo,opmd --project mine")),
+@pytest.mark.parametrize("script, args, command", [
+    ("gsm8k/figure4_red.sh", ("trainer.save_freq=5",), ["figure", "gsm8k-figure4", "trainer.save_freq=5"]),
+    ("run.sh", ("gsm8k", "grpo", "offline", "a b=1"), ["run", "gsm8k", "grpo", "offline", "a b=1"]),
+    ("sweep.sh", ("gsm8k", "--algorithms", "grpo,opmd"), ["sweep", "gsm8k", "--algorithms", "grpo,opmd"]),
 ])
-def test_each_entry_point_reaches_the_launcher_with_its_arguments_and_environment(tmp_path, no_gpus, script, args, env, expected):
-    result = run_script(script, *args, env=script_environment(tmp_path, **no_gpus, **env), timeout=120)
+def test_each_entry_point_hands_its_arguments_and_environment_to_the_launcher(tmp_path, script, args, command):
+    """$PYTHON recorded: bash passes every argument as it is (quoting kept) and the environment through."""
+    record = tmp_path / "record"
+    python = fake_command(tmp_path, "python", f'printf "%s\\n" "$@" > {record}; echo "$ALGORITHMS" >> {record}; exit 7\n')
+    result = run_script(script, *args, env=script_environment(tmp_path, PYTHON=str(python), ALGORITHMS="grpo"), timeout=30)
+    assert result.returncode == 7  # exec: the launcher's exit status is the script's
+    assert record.read_text().splitlines() == ["-m", "verl_ext.experiments", *command, "grpo"]
+
+
+def test_a_figure_script_reaches_the_real_launcher(tmp_path, no_gpus):
+    """One subprocess through the real launcher, stopped by the GPU check before any config is composed."""
+    env = script_environment(tmp_path, **no_gpus, ALGORITHMS="red_drop", N_GPUS_PER_NODE="4")
+    result = run_script("gsm8k/figure4_red.sh", "trainer.save_freq=5", env=env, timeout=120)
     assert result.returncode == 1, result.stderr
-    for text in expected:
+    for text in ("[verl-ext] gsm8k-figure4: 2 run(s) of profile gsm8k-qwen2.5-1.5b", "This run needs 4 GPU(s) per node",
+                 "VERL_EXT_DRY_RUN=1 bash run_scripts/gsm8k/figure4_red.sh trainer.save_freq=5", "Nothing was started"):
         assert text in result.stderr, text
-    assert "Nothing was started" in result.stderr and not (tmp_path / "data").exists()
+    assert not (tmp_path / "data").exists()
 
 
 def test_the_bash_entry_points_are_thin():
