@@ -107,15 +107,14 @@ def compose(arguments: MainPPOArguments):
 
 
 def run_checks(config) -> tuple[dict, list[str]]:
-    """The driver's and the trainer's first checks; raises on the first failure.
+    """The driver's checks; raises on the first failure.
 
-    The config checks are :func:`verl_ext.run_checks.validate_run_config`, the very function pair that
-    ``main_ppo``'s driver runs before Ray on the real path; then what verl looks up later (the trainer mode,
-    the custom reward function). Returns the resolved config (a plain dict) and warnings about settings
-    that differ from the papers'.
+    :func:`verl_ext.run_checks.validate_run_config` is the very function pair that ``main_ppo``'s driver runs
+    before Ray on the real path (it also resolves the config, looks the trainer mode up and loads the custom
+    reward function). Returns the resolved config (a plain dict) and warnings about settings that differ from
+    the papers'.
     """
     from omegaconf import OmegaConf
-    from verl.trainer.ppo.reward import get_custom_reward_fn
     from verl.utils.device import auto_set_device
 
     from verl_ext.run_checks import validate_run_config
@@ -124,13 +123,6 @@ def run_checks(config) -> tuple[dict, list[str]]:
     with contextlib.redirect_stdout(io.StringIO()):  # validate_config prints progress lines
         validate_run_config(config)
     resolved = OmegaConf.to_container(config, resolve=True)
-
-    trainer = resolved["trainer"]
-    if trainer.get("use_v1", True):
-        from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
-
-        get_trainer_cls(trainer["v1"]["trainer_mode"])
-    get_custom_reward_fn(config)
     return resolved, warnings_for(resolved)
 
 
