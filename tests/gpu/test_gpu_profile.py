@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.run_scripts.scripts import FIGURE_GRIDS, REPO, queued_runs, run_script, script_environment
+from tests.run_scripts.scripts import FIGURE_GRIDS, REPO, planned_cells, run_script, script_environment
 from verl_ext import preflight
 from verl_ext.experiments.overrides import override_key
 from verl_ext.gpu.device import gpu_unavailable_reason
@@ -82,7 +82,7 @@ def test_shell_profile_defines_the_same_overrides(tiny_gpu_assets):
 # smoke runs composed when this was written, docs/gpu.md; every run's overrides are checked below).
 COMPOSED = {
     "gsm8k/offpolicy_grpo.sh": "offpolicy_grpo-zvm-sync_interval_10",  # gsm8k profile: validation, decoupled mode, masking
-    "guru/figure12_rec_gspo.sh": "rec_gspo_nois-eps6e-4_8e-4-sync_interval_8",  # 30B profile: TP 4, offloading
+    "guru/figure12_rec_gspo.sh": "rec_gspo_nois@0.0006_0.0008-sync_interval_8",  # 30B profile: TP 4, offloading
     "math/figure11_red_weight.sh": "grpo-on_policy",  # MATH-500 validation file
 }
 SMOKE_CAPS = {"trainer.total_training_steps": "2", "trainer.save_freq": "-1", "trainer.resume_mode": "disable"}
@@ -92,12 +92,15 @@ MOVED = {"trainer.default_local_dir", "ray_kwargs.ray_init.runtime_env.env_vars.
 
 @pytest.fixture(scope="module")
 def queued(tmp_path_factory):
-    """{script: ({name: argv} of its plain dry run, {name: argv} under VERL_EXT_GPU_SMOKE=1)}, queued by the
-    scripts themselves (bash only: no Python composition); the plain run only for the scripts of COMPOSED."""
-    tmp_path = tmp_path_factory.mktemp("gpu_smoke_queues")
+    """{script: ({title: argv} of its plain run, {title: argv} under VERL_EXT_GPU_SMOKE=1)}, planned by the
+    launcher the scripts exec (no Python composition yet); the plain run only for the scripts of COMPOSED."""
+    tmp_path = tmp_path_factory.mktemp("gpu_smoke_plans")
+
+    def runs(script, **env):
+        return {cell.title: cell.main_ppo_args for cell in planned_cells(tmp_path, "figure", FIGURE_GRIDS[script][0], **env)}
+
     return {
-        script: (dict(queued_runs(script, tmp_path)) if script in COMPOSED else None,
-                 dict(queued_runs(script, tmp_path, VERL_EXT_GPU_SMOKE="1")))
+        script: (runs(script) if script in COMPOSED else None, runs(script, VERL_EXT_GPU_SMOKE="1"))
         for script in FIGURE_GRIDS
     }
 
