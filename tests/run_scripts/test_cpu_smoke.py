@@ -2,7 +2,8 @@
 synthetic data substituted and every other override of the script kept, for 2 steps; checked from verl's
 logged metrics, then plotted. Chosen to cover the most distinct override sets: off-policy GRPO (pi_k
 recomputed, behaviour log-probs as IS weights, a figure script's grid) and REC-GSPO on the 30B profile
-(offloading, seq-mean-token-mean)."""
+(offloading, seq-mean-token-mean). :func:`background_runs` makes both runs in a child process while the rest of
+the suite runs (tests/background_runs.py); the tests read what they left."""
 
 import json
 
@@ -20,14 +21,41 @@ def training_steps(metrics_file):
     return {record["step"]: record["data"] for record in records if "critic/score/mean" in record["data"]}, records
 
 
-def smoke(tmp_path, script, **env):
-    result = run_script(script, env=script_environment(tmp_path, VERL_EXT_CPU_SMOKE="1", **env), timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return tmp_path / "outputs" / "cpu-smoke" / "metrics"
+# name -> (script, its environment's extra variables)
+SMOKE_RUNS = {
+    "offpolicy_grpo": ("gsm8k/offpolicy_grpo.sh", {"SETTINGS": "sync_interval_10"}),
+    "rec_gspo": ("guru/figure12_rec_gspo.sh", {"ALGORITHMS": "rec_gspo_nois@6e-4_8e-4"}),  # written out as %g
+}
 
 
-def test_offpolicy_grpo_script_runs_on_cpu_and_its_metrics_plot(tmp_path):
-    metrics = smoke(tmp_path, "gsm8k/offpolicy_grpo.sh", SETTINGS="sync_interval_10")
+def background_runs(root):
+    """Both scripts for real, one after the other, in a child process (tests/background_runs.py): per run its
+    exit status, the ends of its output and its metrics folder, which the tests check."""
+    results = {}
+    for name, (script, extra) in SMOKE_RUNS.items():
+        env = script_environment(root / name, VERL_EXT_CPU_SMOKE="1", **extra)
+        result = run_script(script, env=env, timeout=900)
+        results[name] = {
+            "returncode": result.returncode,
+            "output_tail": result.stdout[-3000:] + result.stderr[-3000:],
+            "metrics": root / name / "outputs" / "cpu-smoke" / "metrics",
+        }
+    return results
+
+
+@pytest.fixture(scope="module")
+def runs(request):
+    return request.getfixturevalue("background_results")
+
+
+def smoke(runs, name):
+    result = runs[name]
+    assert result["returncode"] == 0, result["output_tail"]
+    return result["metrics"]
+
+
+def test_offpolicy_grpo_script_runs_on_cpu_and_its_metrics_plot(runs, tmp_path):
+    metrics = smoke(runs, "offpolicy_grpo")
     folder = metrics / "gsm8k-offpolicy-grpo"
     steps, records = training_steps(folder / "offpolicy_grpo-zvm-sync_interval_10.jsonl")
     assert sorted(steps) == [1, 2]  # capped at 2 steps
@@ -44,8 +72,8 @@ def test_offpolicy_grpo_script_runs_on_cpu_and_its_metrics_plot(tmp_path):
     assert matplotlib.image.imread(tmp_path / "plots" / "gsm8k-offpolicy-grpo.png").shape[1] > 500
 
 
-def test_rec_gspo_script_on_the_30b_profile_runs_on_cpu(tmp_path):
-    metrics = smoke(tmp_path, "guru/figure12_rec_gspo.sh", ALGORITHMS="rec_gspo_nois@6e-4_8e-4")  # written out as %g
+def test_rec_gspo_script_on_the_30b_profile_runs_on_cpu(runs):
+    metrics = smoke(runs, "rec_gspo")
     steps, records = training_steps(metrics / "guru-figure12" / "rec_gspo_nois@0.0006_0.0008-sync_interval_8.jsonl")
     assert sorted(steps) == [1, 2]
     assert [steps[step]["staleness/lag"] for step in (1, 2)] == [0, 1]

@@ -3,13 +3,23 @@ validate_config and verl-ext's checks pass, and the values that reach verl's con
 the algorithm's and the setting's. The cells come from the launcher (``python -m verl_ext.experiments``, which
 every figure script execs); their checks are :func:`verl_ext.preflight.preflight_many`, as the dry run does.
 
-Composing a config costs about a second on two cores, so the default run checks a covering subset (every
-figure, every algorithm label, every setting); ``-m e2e`` checks all 74 runs of all figure scripts."""
+Composing a config costs about a second on two cores, so a covering subset is composed: per profile, one run for
+each set of override keys its runs write (the runs of a group differ only in the values of the same keys), and
+enough more that every algorithm preset, setting and the learning-rate sweep is composed here or in
+tests/experiments/test_profiles_and_figures.py (whose profile x preset x setting cases are not composed again).
+Every one of the 74 runs is then checked on its group's composed settings with its own override values put in:
+Hydra sets a ``key=value`` override's key to that value, so only the values that differ need no second compose."""
+
+import functools
 
 import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from tests.experiments.test_profiles_and_figures import CASES
 from tests.run_scripts.scripts import FIGURE_GRIDS, planned_cells
 from verl_ext import preflight
+from verl_ext.experiments.algorithms import parse_algorithm
+from verl_ext.experiments.settings import parse_setting
 
 # Table 1 of arXiv 2509.24203, per project: model, lr, batch, K, weight decay, warmup, evaluation (temperature, top-p)
 TABLE_1 = {
@@ -60,16 +70,51 @@ def cells(tmp_path_factory):
     return {script: planned_cells(tmp_path, "figure", project) for script, (project, _) in FIGURE_GRIDS.items()}
 
 
+def overrides_of(cell) -> dict:
+    """The cell's overrides as Hydra parses them: dotted key -> value (the last one of a key wins)."""
+    return dict(_parsed_overrides(tuple(cell.main_ppo_args)))
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed_overrides(argv: tuple) -> tuple:
+    # Hydra's grammar parser takes ~1 ms an override: parse each run's arguments once
+    parsed = OverridesParser.create().parse_overrides(preflight.parse_main_ppo_argv(argv).overrides)
+    return tuple((override.key_or_group, override.value()) for override in parsed)
+
+
+def group_of(cell):
+    """Runs of one profile that write the same override keys: one composed run stands for them all."""
+    return cell.profile.name, frozenset(overrides_of(cell))
+
+
+# composed by tests/experiments/test_profiles_and_figures.py: (profile, preset, setting)
+COMPOSED_ELSEWHERE = {(profile, parse_algorithm(algorithm).name, parse_setting(setting).label) for profile, algorithm, setting in CASES}
+
+
 def covering(cells):
-    """Cells such that every figure, profile, algorithm label, setting and a learning-rate sweep is checked at least once."""
-    seen, chosen = set(), []
-    for script, script_cells in cells.items():
-        for cell in script_cells:
-            features = {("figure", script), ("profile", cell.profile.name), ("algorithm", cell.algorithm.label),
-                        ("setting", cell.setting.label), ("learning rate sweep", cell.learning_rate is not None)}
-            if features - seen:
-                seen |= features
-                chosen.append((script, cell))
+    """The runs to compose: one per group (the groups with the fewest presets choose first), each chosen for the
+    most presets, settings or learning-rate sweep composed nowhere yet, then one run for each still missing;
+    a profile x preset x setting composed elsewhere only where it adds as much as any other run."""
+    everything = [(script, cell) for script, script_cells in cells.items() for cell in script_cells]
+    seen = {("preset", preset) for _, preset, _ in COMPOSED_ELSEWHERE} | {("setting", setting) for _, _, setting in COMPOSED_ELSEWHERE}
+
+    def features(cell):
+        return {("preset", cell.algorithm.name), ("setting", cell.setting.label), ("learning rate sweep", cell.learning_rate is not None)}
+
+    def best(candidates):
+        elsewhere = lambda cell: (cell.profile.name, cell.algorithm.name, cell.setting.label) in COMPOSED_ELSEWHERE
+        return min(candidates, key=lambda run: (-len(features(run[1]) - seen), elsewhere(run[1])))
+
+    groups = {}
+    for script, cell in everything:
+        groups.setdefault(group_of(cell), []).append((script, cell))
+    chosen = []
+    for runs in sorted(groups.values(), key=lambda runs: len({cell.algorithm.name for _, cell in runs})):
+        chosen.append(best(runs))
+        seen |= features(chosen[-1][1])
+    while missing := [run for run in everything if features(run[1]) - seen]:
+        chosen.append(best(missing))
+        seen |= features(chosen[-1][1])
     return chosen
 
 
@@ -86,6 +131,27 @@ def checked(cells):
     return check(covering(cells))
 
 
+# keys the derived gradient_steps_per_batch is computed from: equal within a group, or the run is composed itself
+GRADIENT_STEP_KEYS = ("data.train_batch_size", "actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.ppo_mini_batch_size",
+                      "actor_rollout_ref.actor.ppo_epochs")
+
+
+@pytest.fixture(scope="module")
+def every_run(cells, checked):
+    """(script, cell, settings) for all 74 runs: the composed ones as composed; each other one its group's composed
+    settings with the values of the overrides where it differs from that run."""
+    composed = {group_of(cell): (cell, result) for _, cell, result in checked}
+    runs = []
+    for script, script_cells in cells.items():
+        for cell in script_cells:
+            representative, result = composed[group_of(cell)]
+            mine, theirs = overrides_of(cell), overrides_of(representative)
+            differ = {key: value for key, value in mine.items() if theirs[key] != value}
+            assert not differ.keys() & set(GRADIENT_STEP_KEYS), (cell.title, representative.title)
+            runs.append((script, cell, {**result.settings, **{k: v for k, v in differ.items() if k in result.settings}}))
+    return runs
+
+
 @pytest.mark.parametrize("script", sorted(FIGURE_GRIDS))
 def test_each_script_runs_its_figure_grid(cells, script):
     project, grid = FIGURE_GRIDS[script]
@@ -94,32 +160,35 @@ def test_each_script_runs_its_figure_grid(cells, script):
     assert sorted(cell.label for cell in cells[script]) == sorted(label for label, _ in grid)
 
 
-def test_a_covering_set_of_runs_passes_the_dry_run(checked):
-    assert {script for script, _, _ in checked} == set(FIGURE_GRIDS)
+def test_a_covering_set_of_runs_passes_the_dry_run(cells, checked):
+    everything = [cell for script_cells in cells.values() for cell in script_cells]
+    assert len(everything) == sum(len(grid) for _, grid in FIGURE_GRIDS.values()) == 74
+    composed = {(cell.profile.name, cell.algorithm.name, cell.setting.label) for _, cell, _ in checked}
+    assert {group_of(cell) for _, cell, _ in checked} == {group_of(cell) for cell in everything}
+    for feature in (lambda c: c[1], lambda c: c[2]):  # every preset and setting, here or in test_profiles_and_figures
+        assert {feature(c) for c in composed | COMPOSED_ELSEWHERE} >= {feature((None, cell.algorithm.name, cell.setting.label)) for cell in everything}
+    assert any(cell.learning_rate is not None for _, cell, _ in checked)
     assert len(checked) <= 74 // 3  # the point of covering: a fraction of the 74 runs
 
 
-@pytest.mark.e2e
-def test_every_run_of_every_script_passes_the_dry_run(cells):
-    everything = [(script, cell) for script, script_cells in cells.items() for cell in script_cells]
-    assert len(everything) == sum(len(grid) for _, grid in FIGURE_GRIDS.values()) == 74
-    for script, cell, result in check(everything):
-        assert_papers_values(script, cell, result)
-        assert_algorithm_and_setting(script, cell, result)
+def test_every_run_of_every_script_has_the_papers_values_algorithm_and_setting(every_run):
+    assert len(every_run) == 74
+    for script, cell, settings in every_run:
+        assert_papers_values(script, cell, settings)
+        assert_algorithm_and_setting(script, cell, settings)
 
 
-def assert_papers_values(script, cell, result):
-    s = result.settings
+def assert_papers_values(script, cell, s):
     model, lr, batch, group, weight_decay, warmup, evaluation = table_1_row(cell.project)
     if cell.learning_rate is not None:  # Figure 9's learning-rate sweep
         lr = cell.learning_rate
     if script == "gsm8k/offpolicy_grpo.sh":
         group = 16  # arXiv 2505.22257's group size
-    assert s["actor_rollout_ref.model.path"] == model, result.name
-    assert s["actor_rollout_ref.actor.optim.lr"] == pytest.approx(lr), result.name
-    assert (s["data.train_batch_size"], s["actor_rollout_ref.rollout.n"]) == (batch, group), result.name
-    assert s["actor_rollout_ref.actor.optim.weight_decay"] == weight_decay, result.name
-    assert s["actor_rollout_ref.actor.optim.lr_warmup_steps"] == warmup, result.name
+    assert s["actor_rollout_ref.model.path"] == model, cell.title
+    assert s["actor_rollout_ref.actor.optim.lr"] == pytest.approx(lr), cell.title
+    assert (s["data.train_batch_size"], s["actor_rollout_ref.rollout.n"]) == (batch, group), cell.title
+    assert s["actor_rollout_ref.actor.optim.weight_decay"] == weight_decay, cell.title
+    assert s["actor_rollout_ref.actor.optim.lr_warmup_steps"] == warmup, cell.title
     # Table 2 and the one-gradient-step protocol
     assert s["actor_rollout_ref.actor.optim.optimizer"] == "AdamW"
     assert list(s["actor_rollout_ref.actor.optim.betas"]) == [0.9, 0.999]
@@ -131,7 +200,7 @@ def assert_papers_values(script, cell, result):
     assert s["actor_rollout_ref.actor.use_kl_loss"] is True  # measured (KL to the initial policy), not optimised
     assert s["algorithm.use_kl_in_reward"] is False
     if evaluation is None:
-        assert (s["trainer.val_before_train"], s["trainer.test_freq"]) == (False, -1), result.name
+        assert (s["trainer.val_before_train"], s["trainer.test_freq"]) == (False, -1), cell.title
     else:
         assert s["trainer.val_before_train"] is True and s["trainer.test_freq"] > 0
         assert (s["actor_rollout_ref.rollout.val_kwargs.temperature"], s["actor_rollout_ref.rollout.val_kwargs.top_p"]) == evaluation
@@ -140,18 +209,17 @@ def assert_papers_values(script, cell, result):
     assert (s["trainer.project_name"], s["trainer.experiment_name"]) == (cell.project, cell.name)
 
 
-def assert_algorithm_and_setting(script, cell, result):
-    s = result.settings
+def assert_algorithm_and_setting(script, cell, s):
     estimator, loss, bypass = ALGORITHMS[cell.algorithm.name]
-    assert s["algorithm.adv_estimator"] == estimator, result.name
-    assert s["actor_rollout_ref.actor.policy_loss.loss_mode"] == loss, result.name
-    assert s["algorithm.rollout_correction.bypass_mode"] is bypass, result.name
+    assert s["algorithm.adv_estimator"] == estimator, cell.title
+    assert s["actor_rollout_ref.actor.policy_loss.loss_mode"] == loss, cell.title
+    assert s["algorithm.rollout_correction.bypass_mode"] is bypass, cell.title
     epsilons = (0.2, 0.2)
     if "@" in cell.label:
         low, high = cell.label.split("@", 1)[1].split("-")[0].split("_")
         epsilons = (float(low), float(high))
     clip = (s["actor_rollout_ref.actor.clip_ratio_low"], s["actor_rollout_ref.actor.clip_ratio_high"])
-    assert clip == pytest.approx(epsilons), result.name
+    assert clip == pytest.approx(epsilons), cell.title
     name = cell.algorithm.name
     if name.startswith("rec_ring"):
         assert (s["actor_rollout_ref.actor.policy_loss.outer_clip_ratio_low"], s["actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high"]) == (0.6, 2.0)
@@ -168,20 +236,20 @@ def assert_algorithm_and_setting(script, cell, result):
         s["trainer.v1.delayed_sync.offline"],
     )
     assert s["trainer.v1.trainer_mode"] == "delayed_sync"
-    assert staleness == SETTINGS[cell.setting.label], result.name
+    assert staleness == SETTINGS[cell.setting.label], cell.title
     # off-policy GRPO masks zero-variance groups (arXiv 2505.22257); the REC paper's figures do not
-    assert s["trainer.v1.delayed_sync.zero_variance_masking"] is cell.label.endswith("-zvm"), result.name
-    assert cell.label.endswith("-zvm") is (script == "gsm8k/offpolicy_grpo.sh"), result.name
+    assert s["trainer.v1.delayed_sync.zero_variance_masking"] is cell.label.endswith("-zvm"), cell.title
+    assert cell.label.endswith("-zvm") is (script == "gsm8k/offpolicy_grpo.sh"), cell.title
 
 
 def test_papers_hyperparameters_reach_verls_config(checked):
     for script, cell, result in checked:
-        assert_papers_values(script, cell, result)
+        assert_papers_values(script, cell, result.settings)
 
 
 def test_algorithms_and_settings_reach_verls_config(checked):
     for script, cell, result in checked:
-        assert_algorithm_and_setting(script, cell, result)
+        assert_algorithm_and_setting(script, cell, result.settings)
 
 
 def test_a_bad_override_fails_the_dry_run_naming_the_key(tmp_path):
