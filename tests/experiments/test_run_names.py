@@ -48,3 +48,11 @@ def test_check_name_refuses_what_would_break_a_path_or_an_override(bad):
     with pytest.raises(ValueError, match=r"EXPERIMENT_NAME=.*use letters, digits and _ \. @ \+ = - only"):
         check_name(bad, "EXPERIMENT_NAME")
     assert check_name("rec_oneside_nois@0.6_2-lr1e-06-sync_interval_20", "EXPERIMENT_NAME")
+
+
+def test_numbers_that_differ_beyond_six_digits_get_different_names():
+    from verl_ext.experiments.algorithms import number_label
+
+    assert number_label(2.0) == "2" and number_label(6e-4) == "0.0006" and number_label(2e-6) == "2e-06"
+    assert number_label(1e-6) != number_label(1.0000001e-6)
+    assert float(number_label(1.0000001e-6)) == 1.0000001e-6

@@ -108,8 +108,10 @@ _SPEC = re.compile(r"^(?P<name>[a-z_0-9]+)(?:@(?P<low>[^_@]+)_(?P<high>[^_@]+))?
 
 
 def number_label(value: float) -> str:
-    """How a number is written in names: ``2.0`` -> ``2``, ``6e-4`` -> ``0.0006``, ``2e-6`` -> ``2e-06``."""
-    return f"{value:g}"
+    """How a number is written in names: ``2.0`` -> ``2``, ``6e-4`` -> ``0.0006``, ``2e-6`` -> ``2e-06``; a number
+    that six significant digits do not hold exactly keeps all its digits (two numbers never share a name)."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
 
 
 @dataclass(frozen=True)

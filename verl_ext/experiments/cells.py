@@ -129,7 +129,10 @@ def build_cells(grid: Grid, environment: RunEnvironment) -> list[Cell]:
         raise ValueError(f"{grid.project}: the grid is empty")
     names = [cell.name for cell in cells]
     if len(set(names)) < len(names):
-        raise ValueError(f"{grid.project}: EXPERIMENT_NAME={grid.name!r} names {len(names)} runs the same: use it for one run")
+        if grid.name:
+            raise ValueError(f"{grid.project}: EXPERIMENT_NAME={grid.name!r} names {len(names)} runs the same: use it for one run")
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        raise ValueError(f"{grid.project}: two runs would share the name (and metrics file) {', '.join(repeated)}")
     return cells
 
 
