@@ -114,15 +114,13 @@ def run_checks(config) -> tuple[dict, list[str]]:
     reward function). Returns the resolved config (a plain dict) and warnings about settings that differ from
     the papers'.
     """
-    from omegaconf import OmegaConf
     from verl.utils.device import auto_set_device
 
     from verl_ext.run_checks import validate_run_config
 
     auto_set_device(config)
     with contextlib.redirect_stdout(io.StringIO()):  # validate_config prints progress lines
-        validate_run_config(config)
-    resolved = OmegaConf.to_container(config, resolve=True)
+        resolved = validate_run_config(config)
     return resolved, warnings_for(resolved)
 
 

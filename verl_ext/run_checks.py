@@ -43,8 +43,10 @@ REWARD_FUNCTION = "reward.custom_reward_function"
 TRAINER_MODE = "trainer.v1.trainer_mode"
 
 
-def check_run_config(config) -> None:
-    """Raise :class:`verl_ext.config_values.ConfigError` on the first bad verl-ext setting, naming the key."""
+def check_run_config(config) -> dict:
+    """Raise :class:`verl_ext.config_values.ConfigError` on the first bad verl-ext setting, naming the key.
+
+    Returns the resolved config (a plain dict), which the checks build anyway."""
     from verl_ext.config import check_mirrors
     from verl_ext.staleness.config import check_staleness_keys
 
@@ -56,17 +58,17 @@ def check_run_config(config) -> None:
         require_int(RED_DROP_SEED, seed, 0, "RED-Drop seeds its generator with it (null: the default seed 1).")
     require_number(LEARNING_RATE, _value(config, LEARNING_RATE), "a finite number >= 0", low=0)
     check_verl_ext_reward_options(config)
-    check_what_workers_look_up(config)
+    return check_what_workers_look_up(config)
 
 
-def check_what_workers_look_up(config) -> None:
+def check_what_workers_look_up(config) -> dict:
     """What verl would otherwise find wrong only inside Ray, after the workers start: an interpolation that does
     not resolve (the TaskRunner resolves the whole config), a trainer mode not in verl's registry (the TaskRunner
     looks it up), a custom reward function that does not load (the reward workers load it)."""
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
     try:
-        OmegaConf.to_container(config, resolve=True)
+        resolved = OmegaConf.to_container(config, resolve=True)
     except Exception as error:  # omegaconf's InterpolationResolutionError and friends name the key
         raise ConfigError(f"the config does not resolve: {error}") from error
     mode = _value(config, TRAINER_MODE)
@@ -85,6 +87,7 @@ def check_what_workers_look_up(config) -> None:
             f"{REWARD_FUNCTION}: path={function.get('path')} name={function.get('name')} does not load: "
             f"{type(error).__name__}: {error}"
         ) from error
+    return resolved
 
 
 def _value(config, key: str) -> Any:
@@ -136,17 +139,18 @@ def check_batch_arithmetic(config) -> None:
         )
 
 
-def validate_run_config(config) -> None:
+def validate_run_config(config) -> dict:
     """What the driver checks before Ray: :func:`check_run_config`, then verl's own ``validate_config`` (which
-    builds the actor config and so runs verl-ext's policy-loss checks)."""
+    builds the actor config and so runs verl-ext's policy-loss checks). Returns the resolved config."""
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils import config as verl_config
 
     validate = verl_config.validate_config
     if getattr(validate, VERL_EXT_HOOK, False):  # verl's own function, behind the wrapper
         validate = validate.__wrapped__
-    check_run_config(config)
+    resolved = check_run_config(config)
     validate(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    return resolved
 
 
 VERL_EXT_HOOK = "_verl_ext_run_checks"
