@@ -1,4 +1,4 @@
-"""The experiments layer: how "algorithm X on profile Y with staleness Z" becomes ``main_ppo`` overrides.
+"""The experiments layer: how "algorithm X on profile Y with staleness Z" becomes a ``main_ppo`` run.
 
 One home for every preset a run is built from, used by the run scripts, the lab, the CPU/GPU smoke
 profiles and the dry run alike:
@@ -13,6 +13,10 @@ module              what it owns
 ``profiles``        the REC paper's Table 1 columns (dataset + model + hyperparameters) as overrides
 ``figures``         the grid of each figure script
 ``overrides``       merging override lists (a key set later wins)
+``environment``     the run scripts' environment variables, read once and checked
+``cells``           a grid -> named runs with their merged ``main_ppo`` overrides
+``launch``          the modes: dry run, CPU / GPU smoke, real runs
+``__main__``        ``python -m verl_ext.experiments run|sweep|figure|list`` (the bash scripts exec it)
 ==================  =====================================================================================
 
 Nothing here imports verl; ``algorithms`` reads :mod:`verl_ext.catalog` (torch) for the registered names.
