@@ -104,7 +104,8 @@ def test_a_new_run_replaces_the_pair_and_the_manifest_together(tmp_path, capsys,
 
 KILL_AT = {
     # where the child kills itself with SIGKILL: after writing a parquet file into the partial folder, or
-    # between the renames into place (the only instant a folder can hold files of two runs)
+    # between the renames into place (the only instant a folder can hold files of two runs): after the third
+    # rename (old manifest out, old train.parquet out, new train.parquet in)
     "while writing": "data_prep.verl_rows",
     "while renaming into place": "os",
 }
@@ -125,7 +126,7 @@ def test_kill_9_leaves_the_previous_pair_or_a_folder_the_check_rejects(tmp_path,
             "real = os.replace; done = []\n"
             "def replace(a, b):\n"
             "    real(a, b); done.append(b)\n"
-            "    if len(done) == 1: os.kill(os.getpid(), signal.SIGKILL)\n"
+            "    if len(done) == 3: os.kill(os.getpid(), signal.SIGKILL)\n"
             "os.replace = replace\n"
         ),
     }[moment]
@@ -140,7 +141,9 @@ def test_kill_9_leaves_the_previous_pair_or_a_folder_the_check_rejects(tmp_path,
         assert incompleteness(save_dir, ["train.parquet", "test.parquet"]) is None
     else:
         # new train.parquet, old test.parquet, no manifest: the check refuses the pair
-        assert MANIFEST_NAME not in snapshot(save_dir)
+        after = snapshot(save_dir)
+        assert MANIFEST_NAME not in after
+        assert after["train.parquet"] != before["train.parquet"] and after["test.parquet"] == before["test.parquet"]
         assert "no readable data_prep_manifest.json" in incompleteness(save_dir, ["train.parquet", "test.parquet"])
     # the killed run's hidden folder is removed by the next run, which completes normally
     assert list(save_dir.glob(f"{PARTIAL_PREFIX}*"))
