@@ -12,7 +12,7 @@ the number is continued, on its line, by
 * another digit after a space: ``#### 1 000``, ``#### 1\\u00a0000`` (an ordinary or no-break space
   separates words, so this reads as two numbers), ``#### 1\\u200900`` (not a group of three);
 * an operator and a number: ``#### 3+4``, ``#### 12/4``, ``#### 2 * (3+4)``, ``#### 7 = 3+4``,
-  ``#### 3:4``, ``#### 3 \\times 4``, or a list: ``#### 3, 4``; or an exponent: ``#### 1e3``.
+  ``#### 3:4``, ``#### 3 \\times 4``, ``#### 3 x 4``, or a list: ``#### 3, 4``; or an exponent: ``#### 1e3``.
 
 Expressions are not evaluated: GSM8k asks for the final number, its ground truths are numbers, and
 crediting ``#### 3+4`` would reward leaving the last step of the arithmetic undone (and reading only the
@@ -40,7 +40,7 @@ _NUMBER = rf"-?(?:{_GROUPED}|\d+)(?:\.\d+)?"
 _ANSWER = re.compile(rf"(?:\*\*\s*)?(?:\\?\$\s*)?(?P<number>{_NUMBER})(?!\d|[.,]\d)")
 _GROUND_TRUTH = re.compile(rf"\\?\$?\s*(?P<number>{_NUMBER})")  # matched against the stripped text
 _SPACE = r"(?:[^\S\n\r\v\f\x1c-\x1e\x85\u2028\u2029]|\\[,;:! ]|~)*"  # spaces within a line, and LaTeX's
-_OPERATOR = r"(?:[-+*/×÷^=:,;]|\\(?:times|div|cdot))"
+_OPERATOR = r"(?:[-+*/×÷^=:,;xX·⋅∙∗]|\\(?:times|div|cdot))"  # x only when a number follows: 3 x 4, not 3 xylophones
 # What may not follow the number: another digit, an operator (or list comma) then a number, an exponent.
 _CONTINUATION = re.compile(rf"{_SPACE}(?:\d|{_OPERATOR}{_SPACE}(?:\\?\$)?(?:\d|\(|\.\d)|[eE][-+]?\d)")
 _SEPARATOR = re.compile("|".join(re.escape(separator) for separator in DIGIT_GROUP_SEPARATORS))

@@ -210,7 +210,12 @@ def written_digits(parsed) -> int:
         return max((written_digits(item) for item in parsed), default=0)
     if not isinstance(parsed, Basic):
         return 0
-    return max((len(str(abs(value.p))) + len(str(value.q)) for value in parsed.atoms(Rational)), default=0)
+    return max((_digits(value.p) + _digits(value.q) for value in parsed.atoms(Rational)), default=0)
+
+
+def _digits(integer: int) -> int:
+    """Decimal digits of an integer, to within one, without ``str`` (which refuses over 4,300 digits)."""
+    return int(abs(integer).bit_length() * 0.30103) + 1
 
 
 def math_verify_equal(gold: str, predicted: str) -> bool:
