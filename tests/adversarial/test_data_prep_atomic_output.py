@@ -4,7 +4,6 @@ refused before anything is converted; the run scripts re-prepare a folder that i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -17,37 +16,18 @@ import pytest
 from data_prep import gsm8k, guru
 from data_prep.manifest import MANIFEST_NAME, incompleteness
 from data_prep.save_folder import PARTIAL_PREFIX
+from tests.adversarial.save_folders import FIXTURES, previous_output, raw_gsm8k, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO / "tests" / "fixtures" / "datasets"
-
-
-def snapshot(folder: Path) -> dict[str, str]:
-    """Every visible file of the folder with its SHA-256 (hidden partial folders excluded)."""
-    return {
-        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(folder.iterdir())
-        if path.is_file()
-    }
-
-
-def raw_gsm8k(root: Path, rows: int) -> Path:
-    folder = root / "raw"
-    folder.mkdir()
-    for split in ("train", "test"):
-        records = [{"question": f"{split} {i}?", "answer": f"#### {i}"} for i in range(rows)]
-        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    return folder
 
 
 @pytest.fixture
 def previous(tmp_path, capsys):
     """A save folder holding a complete earlier output (from the fixture), and its snapshot."""
     save_dir = tmp_path / "save"
-    assert gsm8k.main(["--local_save_dir", str(save_dir), "--local_dataset_path", str(FIXTURES / "gsm8k")]) == 0
+    before = previous_output(save_dir)
     capsys.readouterr()
-    assert incompleteness(save_dir, ["train.parquet", "test.parquet"]) is None
-    return save_dir, snapshot(save_dir)
+    return save_dir, before
 
 
 def run(save_dir: Path, raw: Path, capsys, *flags: str):

@@ -23,19 +23,18 @@ import pytest
 from data_prep import gsm8k, manifest, save_folder
 from data_prep.manifest import MANIFEST_NAME, incompleteness
 from data_prep.save_folder import PARTIAL_PREFIX
-from tests.adversarial.test_data_prep_atomic_output import FIXTURES, raw_gsm8k, snapshot
+from tests.adversarial.save_folders import PAIR, previous_output, raw_gsm8k, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
-PAIR = ["train.parquet", "test.parquet"]
 
 
 @pytest.fixture
 def previous(tmp_path, capsys):
     """A save folder holding a complete earlier output, and its snapshot."""
     save_dir = tmp_path / "save"
-    assert gsm8k.main(["--local_save_dir", str(save_dir), "--local_dataset_path", str(FIXTURES / "gsm8k")]) == 0
+    before = previous_output(save_dir)
     capsys.readouterr()
-    return save_dir, snapshot(save_dir)
+    return save_dir, before
 
 
 def prepare(save_dir: Path, raw: Path, capsys) -> tuple[int, str]:

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from decimal import Context, Decimal
 from fractions import Fraction
