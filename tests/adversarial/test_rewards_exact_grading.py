@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from verl_ext.rewards import compute_score
+from verl_ext.rewards import compute_score, equivalence_pool
 from verl_ext.rewards.math_equivalence import are_equivalent
 from verl_ext.rewards.toolace import canonical
 
@@ -95,6 +95,21 @@ def test_toolace_canonical_python_values_follow_the_same_rule():
 # --- MATH: exact grading ------------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def patient_pool():
+    """A start-up allowance long enough for a cold child on a busy machine (a check that timed out in line
+    would score 0 for the wrong reason); the default checker comes back after."""
+    yield equivalence_pool.configure(sandbox="process", workers=2, startup_allowance_s=120.0)
+    equivalence_pool.configure()
+
+
+def math_score(truth: str, answer: str) -> float:
+    result = compute_score(MATH, f"\\boxed{{{answer}}}", truth)
+    assert result["timed_out"] == 0.0 and result["scorer_error"] == 0.0, result  # decided, not cut short
+    return result["score"]
+
+
+
 @pytest.mark.parametrize(
     "truth, answer",
     [
@@ -113,8 +128,8 @@ def test_toolace_canonical_python_values_follow_the_same_rule():
         ("\\ln 2 + \\pi", "\\pi + 0.69314718055994530942"),
     ],
 )
-def test_math_an_approximation_of_an_exact_value_is_wrong(truth, answer):
-    assert compute_score(MATH, f"\\boxed{{{answer}}}", truth)["score"] == 0.0
+def test_math_an_approximation_of_an_exact_value_is_wrong(patient_pool, truth, answer):
+    assert math_score(truth, answer) == 0.0
 
 
 @pytest.mark.parametrize(
@@ -138,8 +153,8 @@ def test_math_an_approximation_of_an_exact_value_is_wrong(truth, answer):
         ("\\frac{\\pi}{4}", "\\arctan 1"),
     ],
 )
-def test_math_a_terminating_decimal_or_exact_form_is_right(truth, answer):
-    assert compute_score(MATH, f"\\boxed{{{answer}}}", truth)["score"] == 1.0
+def test_math_a_terminating_decimal_or_exact_form_is_right(patient_pool, truth, answer):
+    assert math_score(truth, answer) == 1.0
 
 
 def truncated(value: Fraction, places: int) -> str:
