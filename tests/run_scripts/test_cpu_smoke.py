@@ -3,7 +3,10 @@ synthetic data substituted and every other override of the script kept, for 2 st
 logged metrics, then plotted. Chosen to cover the most distinct override sets: off-policy GRPO (pi_k
 recomputed, behaviour log-probs as IS weights, a figure script's grid) and REC-GSPO on the 30B profile
 (offloading, seq-mean-token-mean). :func:`background_runs` makes both runs in a child process while the rest of
-the suite runs (tests/background_runs.py); the tests read what they left."""
+the suite runs (tests/background_runs.py); the tests read what they left. The REC-GSPO run's folders (outputs,
+data, the tiny model and data it builds) lie below a folder whose name holds non-ASCII letters, quotes,
+brackets, braces, '#' and spaces, each of which once stopped the launcher with Hydra's parse error: the run
+shows that verl, Ray and transformers take such paths whole."""
 
 import json
 
@@ -21,10 +24,13 @@ def training_steps(metrics_file):
     return {record["step"]: record["data"] for record in records if "critic/score/mean" in record["data"]}, records
 
 
-# name -> (script, its environment's extra variables)
+ODD_FOLDER = "rec_gspo dé'jà [v]{x} #1"  # a legitimate folder name Hydra's unquoted grammar cannot carry
+
+# name -> (script, the folder its outputs and data go below, its environment's extra variables)
 SMOKE_RUNS = {
-    "offpolicy_grpo": ("gsm8k/offpolicy_grpo.sh", {"SETTINGS": "sync_interval_10"}),
-    "rec_gspo": ("guru/figure12_rec_gspo.sh", {"ALGORITHMS": "rec_gspo_nois@6e-4_8e-4"}),  # written out as %g
+    "offpolicy_grpo": ("gsm8k/offpolicy_grpo.sh", "offpolicy_grpo", {"SETTINGS": "sync_interval_10"}),
+    # written out as %g; the tiny assets built below the odd folder too (model and data paths through Hydra)
+    "rec_gspo": ("guru/figure12_rec_gspo.sh", ODD_FOLDER, {"ALGORITHMS": "rec_gspo_nois@6e-4_8e-4", "TINY": "tiny ü"}),
 }
 
 
@@ -32,13 +38,16 @@ def background_runs(root):
     """Both scripts for real, one after the other, in a child process (tests/background_runs.py): per run its
     exit status, the ends of its output and its metrics folder, which the tests check."""
     results = {}
-    for name, (script, extra) in SMOKE_RUNS.items():
-        env = script_environment(root / name, VERL_EXT_CPU_SMOKE="1", **extra)
+    for name, (script, folder, extra) in SMOKE_RUNS.items():
+        extra = dict(extra)
+        if "TINY" in extra:
+            extra["VERL_EXT_TINY_ASSETS"] = str(root / folder / extra.pop("TINY"))
+        env = script_environment(root / folder, VERL_EXT_CPU_SMOKE="1", **extra)
         result = run_script(script, env=env, timeout=900)
         results[name] = {
             "returncode": result.returncode,
             "output_tail": result.stdout[-3000:] + result.stderr[-3000:],
-            "metrics": root / name / "outputs" / "cpu-smoke" / "metrics",
+            "metrics": root / folder / "outputs" / "cpu-smoke" / "metrics",
         }
     return results
 
@@ -80,3 +89,4 @@ def test_rec_gspo_script_on_the_30b_profile_runs_on_cpu(runs):
     assert all("actor/pg_clipfrac" in data and "actor/kl_loss" in data for data in steps.values())
     assert max(data["actor/grad_norm"] for data in steps.values()) > 0
     assert not any(key.startswith("val-core/") for record in records for key in record["data"])  # Table 1: no eval
+    assert ODD_FOLDER in str(metrics)  # the metrics file verl wrote below the odd folder, where the launcher said
