@@ -192,14 +192,20 @@ CASES = {
     "unparsable override": ([*RUN, "a.b=[1"], {}),
     "bad smoke flag": (RUN, {"VERL_EXT_CPU_SMOKE": "yes"}),
     "CPU smoke, bad name": (RUN, {"VERL_EXT_CPU_SMOKE": "1", "PROJECT_NAME": ".."}),
+    "verl-ext run, bad algorithm": (["run", "gsm8k", "rec_onesided"], {}),  # the console script's front
 }
 PROBE = """
 import json, os, sys, time
+from verl_ext.cli import main as cli_main
 from verl_ext.experiments.__main__ import main
 results = {}
 for name, (argv, env) in json.loads(sys.argv[1]).items():
     started = time.perf_counter()
-    status = main(argv, {**os.environ, **env})
+    if name.startswith("verl-ext "):
+        os.environ.update(env)
+        status = cli_main(argv)
+    else:
+        status = main(argv, {**os.environ, **env})
     results[name] = [status, time.perf_counter() - started]
 print(json.dumps({"results": results, "heavy": sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[2].split(",")))}))
 """

@@ -5,11 +5,14 @@ mode                what happens
 ==================  =========================================================================================
 dry run             ``VERL_EXT_DRY_RUN=1``: every cell's config composed and checked in this process
                     (:func:`verl_ext.preflight.report_runs`, YAML parsed once), each summarised; nothing starts
-CPU / GPU smoke     ``VERL_EXT_CPU_SMOKE=1`` / ``VERL_EXT_GPU_SMOKE=1``: the tiny assets built when missing, then
-                    each cell for real for 2 steps (one GPU is counted first for the GPU smoke)
-real                the GPUs counted (``N_GPUS_PER_NODE``), every cell checked quietly (a failure stops before
-                    any data work), then per cell: the dataset prepared when missing or incomplete (once),
-                    the run's description written, ``python -m verl.trainer.main_ppo`` as a child process
+CPU / GPU smoke     ``VERL_EXT_CPU_SMOKE=1`` / ``VERL_EXT_GPU_SMOKE=1``: every metrics and checkpoint folder
+                    checked writable, the tiny assets built when missing, then each cell for real for 2 steps
+                    (one GPU is counted first for the GPU smoke)
+real                every metrics and checkpoint folder checked writable, the GPUs counted
+                    (``N_GPUS_PER_NODE``), every cell checked quietly (a failure stops before any data work),
+                    then per cell: the dataset prepared when missing or incomplete (once; ``DATA_DIR`` checked
+                    writable first), the run's description written, ``python -m verl.trainer.main_ppo`` as a
+                    child process
 ==================  =========================================================================================
 
 A grid's runs go one after the other; a failed one stops the grid unless ``CONTINUE_ON_ERROR=1``. What needs
