@@ -85,11 +85,21 @@ def test_a_path_verl_cannot_carry_is_named(tmp_path, capsys, variable, value, me
     assert err.startswith(f"[verl-ext] error: {variable}=")
 
 
+@pytest.mark.parametrize("variable", ["DATA_DIR", "VERL_EXT_TINY_ASSETS", "VERL_EXT_TINY_GPU_ASSETS"])
+@pytest.mark.parametrize("folder", ["runs [2]", "data*", "what?"])
+def test_a_data_folder_hf_datasets_would_read_as_a_glob_is_named(tmp_path, capsys, variable, folder):
+    """verl's RLHFDataset hands data.train_files to datasets.load_dataset, which globs it: under "runs [2]" it
+    found no file (a ValueError inside Ray, after start-up), under "data*" it would also read data1/, data2/."""
+    refused(tmp_path, capsys, RUN, "verl loads its data files with HF datasets, which reads '*', '?' and '['",
+            modes={"real": {}}, **{variable: str(tmp_path / folder)})
+
+
 def test_a_raw_data_path_that_does_not_exist_is_named(tmp_path, capsys):
     refused(tmp_path, capsys, RUN, "RAW_DATA_PATH='/no/such/raw' does not exist", RAW_DATA_PATH="/no/such/raw")
 
 
 ODD = "dé jà [v] {u} #1 'q' \"d\" a,b=c ü"  # every character that once made Hydra fail, in one folder name
+ODD_DATA = ODD.replace("[v] ", "")  # a data folder may not hold '[' (HF datasets would take it as a glob)
 
 
 def test_legitimate_odd_paths_reach_verls_config_unchanged(tmp_path):
@@ -99,15 +109,15 @@ def test_legitimate_odd_paths_reach_verls_config_unchanged(tmp_path):
 
     from verl_ext import preflight
 
-    odd = tmp_path / ODD
+    odd, odd_data = tmp_path / ODD, tmp_path / ODD_DATA
     raw = odd / "raw"
     raw.mkdir(parents=True)
-    (cell,) = planned_cells(tmp_path, *RUN, OUTPUT_DIR=str(odd / "out"), DATA_DIR=str(odd / "data"),
+    (cell,) = planned_cells(tmp_path, *RUN, OUTPUT_DIR=str(odd / "out"), DATA_DIR=str(odd_data / "data"),
                             MODEL_PATH=str(odd / "model"), RAW_DATA_PATH=str(raw), EXPERIMENT_NAME="a=b+c@d")
     with preflight.memoised_config_files():
         config = preflight.compose(preflight.parse_main_ppo_argv(cell.main_ppo_args))
     OmegaConf.resolve(config)
-    assert config.data.train_files == str(odd / "data" / "gsm8k" / "train.parquet")
+    assert config.data.train_files == str(odd_data / "data" / "gsm8k" / "train.parquet")
     assert config.actor_rollout_ref.model.path == str(odd / "model")
     assert config.trainer.default_local_dir == str(cell.checkpoints) and ODD in str(cell.checkpoints)
     assert config.ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH == str(cell.metrics_file)

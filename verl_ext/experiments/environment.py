@@ -37,7 +37,8 @@ a second, tests/adversarial/test_launcher_variables.py):
 - paths may hold any character, non-ASCII letters, spaces, quotes and brackets included
   (:func:`verl_ext.experiments.overrides.hydra_string` writes them so that Hydra reads them back unchanged),
   but not ``${`` (verl's config would interpolate it, escaped or not), a control character (a newline) or
-  bytes that are not UTF-8;
+  bytes that are not UTF-8; the folders of data files (``DATA_DIR``, the tiny assets) not ``*``, ``?`` or ``[``
+  either (:data:`GLOB_CHARACTERS`: verl's dataset loader, HF datasets, takes a data file's path as a pattern);
 - ``OUTPUT_DIR``, ``DATA_DIR`` and the tiny-asset folders must be folders or not exist yet, never a file or
   below one; in the modes that write (smoke, real) ``OUTPUT_DIR`` must be writable (one probe file, removed);
   ``RAW_DATA_PATH`` must exist;
@@ -157,7 +158,12 @@ def check_path_text(name: str, value: str) -> str:
     return value
 
 
-def _path(environ: Mapping[str, str], name: str, default: Path) -> Path:
+# what HF datasets (verl's RLHFDataset loads data.train_files/val_files with datasets.load_dataset) reads as a glob
+# pattern in a data file's path: "[v]" then matches no file, "*" or "?" other files too (fsspec's has_magic)
+GLOB_CHARACTERS = "*?["
+
+
+def _path(environ: Mapping[str, str], name: str, default: Path, holds_data_files: bool = False) -> Path:
     value = _get(environ, name)
     if value is None:
         path = default
@@ -167,6 +173,11 @@ def _path(environ: Mapping[str, str], name: str, default: Path) -> Path:
         except RuntimeError as error:  # "~user/..." of an unknown user
             raise EnvironmentValueError(f"{name}={value!r}: {error}") from None
     check_path_text(name, str(path))  # the default too: the checkout or home folder may hold '${'
+    glob = next((char for char in str(path) if char in GLOB_CHARACTERS), None) if holds_data_files else None
+    if glob is not None:
+        raise EnvironmentValueError(
+            f"{name}={str(path)!r} contains {glob!r}: verl loads its data files with HF datasets, which reads '*', '?' "
+            "and '[' in a path as a glob pattern (no file, or other files, would be read): use a folder without them")
     problem = folder_problem(path)
     if problem:
         raise EnvironmentValueError(f"{name}={str(path)!r} cannot be a folder: {problem}")
@@ -253,10 +264,10 @@ def read_environment(environ: Optional[Mapping[str, str]] = None) -> RunEnvironm
             raise EnvironmentValueError(f"RAW_DATA_PATH={raw!r} does not exist (the raw files data_prep reads; unset "
                                         "it to download them)")
     return RunEnvironment(
-        data_dir=_path(environ, "DATA_DIR", root / "data"),
+        data_dir=_path(environ, "DATA_DIR", root / "data", holds_data_files=True),
         output_dir=_path(environ, "OUTPUT_DIR", root / "outputs"),
-        tiny_assets=_path(environ, "VERL_EXT_TINY_ASSETS", default_assets_dir("cpu")),
-        tiny_gpu_assets=_path(environ, "VERL_EXT_TINY_GPU_ASSETS", default_assets_dir("gpu")),
+        tiny_assets=_path(environ, "VERL_EXT_TINY_ASSETS", default_assets_dir("cpu"), holds_data_files=True),
+        tiny_gpu_assets=_path(environ, "VERL_EXT_TINY_GPU_ASSETS", default_assets_dir("gpu"), holds_data_files=True),
         model_path=model_path,
         raw_data_path=raw,
         n_gpus_per_node=_count(environ, "N_GPUS_PER_NODE", 8),
