@@ -2,7 +2,8 @@
 
 One function, :func:`check_run_config`, owns the checks that verl's ``validate_config`` does not run for us:
 the batch arithmetic, the ``trainer.v1.delayed_sync`` block (in every trainer mode),
-``algorithm.red_drop_seed``, the rollout seed of verl-ext's seeded agent loop, the actor's learning rate and, when the custom reward function is verl-ext's,
+``algorithm.red_drop_seed``, the rollout seed of verl-ext's seeded agent loop, the actor's learning rate
+and, when the custom reward function is verl-ext's,
 its ``reward_kwargs`` and the ``VERL_EXT_MATH_*`` variables (else the first batch would fail on them, after
 Ray and the engine have started). The policy-loss keys are checked when verl builds the actor config
 (:mod:`verl_ext.config`, from inside ``validate_config``).
@@ -101,13 +102,15 @@ def check_sampling_seeds(config) -> None:
 
     if _value(config, DEFAULT_AGENT_LOOP) != SEEDED_AGENT_LOOP:
         return
-    require_int(ROLLOUT_SEED, _value(config, ROLLOUT_SEED), 0, f"{DEFAULT_AGENT_LOOP}={SEEDED_AGENT_LOOP} derives every request's seed from it.")
+    why = f"{DEFAULT_AGENT_LOOP}={SEEDED_AGENT_LOOP} derives every request's seed from it."
+    require_int(ROLLOUT_SEED, _value(config, ROLLOUT_SEED), 0, why)
     if _value(config, "trainer.use_v1") is False:
         reject(
             DEFAULT_AGENT_LOOP,
             SEEDED_AGENT_LOOP,
             "an agent loop of verl's own (single_turn_agent) with trainer.use_v1=false",
-            "The seeded agent loop needs verl's v1 trainer, whose agent-loop worker passes each response's session_id.",
+            "The seeded agent loop needs verl's v1 trainer, whose agent-loop worker passes each response's "
+            "session_id.",
         )
 
 

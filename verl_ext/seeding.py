@@ -60,7 +60,13 @@ def request_seed(
 ) -> int:
     """The sampling seed of one generation request (see the module docstring)."""
     return derive_seed(
-        "verl_ext.request_seed", int(run_seed), int(global_step), prompt_index, token_digest(prompt_ids), int(session), int(turn)
+        "verl_ext.request_seed",
+        int(run_seed),
+        int(global_step),
+        prompt_index,
+        token_digest(prompt_ids),
+        int(session),
+        int(turn),
     )
 
 

@@ -5,9 +5,11 @@ import torch
 
 from verl_ext.cpu.run_comparison import EXACT, REDUCTION_ORDER, Tolerance, compare_runs, weight_pushes
 
+from verl_ext.metric_names import GRAD_NORM, MAX_MEMORY_ALLOCATED_GB, SCORE_MEAN, STEP_SECONDS
+
 STEPS = [
-    {"step": 1, "actor/grad_norm": 0.25, "critic/score/mean": 0.1, "timing_s/step": 3.2, "actor/perf/max_memory_allocated_gb": 1.1},
-    {"step": 2, "actor/grad_norm": 0.5, "critic/score/mean": 0.2, "timing_s/step": 2.9, "actor/perf/max_memory_allocated_gb": 1.2},
+    {"step": 1, GRAD_NORM: 0.25, SCORE_MEAN: 0.1, STEP_SECONDS: 3.2, MAX_MEMORY_ALLOCATED_GB: 1.1},
+    {"step": 2, GRAD_NORM: 0.5, SCORE_MEAN: 0.2, STEP_SECONDS: 2.9, MAX_MEMORY_ALLOCATED_GB: 1.2},
 ]
 EVENTS = [
     {"event": "initialized", "weight_checksum": None},
@@ -22,25 +24,25 @@ def changed(steps, step, name, value):
 
 
 def test_equal_runs_are_equal_whatever_their_timings():
-    other = changed(changed(STEPS, 1, "timing_s/step", 9.0), 2, "actor/perf/max_memory_allocated_gb", 7.0)
+    other = changed(changed(STEPS, 1, STEP_SECONDS, 9.0), 2, MAX_MEMORY_ALLOCATED_GB, 7.0)
     comparison = compare_runs(STEPS, other, weight_pushes(EVENTS), weight_pushes(EVENTS))
     assert comparison.equal, comparison.report()
     assert comparison.compared_values == 4 and comparison.compared_checksums == 2
 
 
 def test_a_changed_metric_is_reported_with_its_step():
-    comparison = compare_runs(STEPS, changed(STEPS, 2, "actor/grad_norm", 0.5000001))
+    comparison = compare_runs(STEPS, changed(STEPS, 2, GRAD_NORM, 0.5000001))
     assert not comparison.equal
     (difference,) = comparison.differences
-    assert (difference.what, difference.step, difference.a, difference.b) == ("actor/grad_norm", 2, 0.5, 0.5000001)
-    assert "actor/grad_norm at step 2" in comparison.report()
+    assert (difference.what, difference.step, difference.a, difference.b) == (GRAD_NORM, 2, 0.5, 0.5000001)
+    assert f"{GRAD_NORM} at step 2" in comparison.report()
 
 
 def test_tolerances_apply_per_metric():
-    other = changed(STEPS, 2, "actor/grad_norm", 0.5000001)
+    other = changed(STEPS, 2, GRAD_NORM, 0.5000001)
     assert compare_runs(STEPS, other, tolerance=Tolerance(relative=1e-6)).equal
-    assert not compare_runs(STEPS, other, tolerances={"actor/grad_norm": EXACT}, tolerance=Tolerance(relative=1)).equal
-    assert compare_runs(STEPS, other, tolerances={"actor/grad_norm": Tolerance(absolute=1e-6)}).equal
+    assert not compare_runs(STEPS, other, tolerances={GRAD_NORM: EXACT}, tolerance=Tolerance(relative=1)).equal
+    assert compare_runs(STEPS, other, tolerances={GRAD_NORM: Tolerance(absolute=1e-6)}).equal
 
 
 def test_missing_metrics_and_steps_are_differences_unless_ignored():
@@ -64,7 +66,7 @@ def test_checksums_are_compared_per_pushed_version():
 
 
 def test_nan_equals_nan_and_non_numbers_compare_by_equality():
-    nan_steps = changed(STEPS, 1, "actor/grad_norm", float("nan"))
+    nan_steps = changed(STEPS, 1, GRAD_NORM, float("nan"))
     assert compare_runs(nan_steps, nan_steps).equal
     assert not compare_runs(STEPS, nan_steps).equal
     assert not compare_runs(changed(STEPS, 1, "note", "a"), changed(STEPS, 1, "note", "b")).equal
@@ -99,5 +101,5 @@ def test_reduction_order_bounds_a_split_batch_on_the_tiny_model(tiny_assets):
     assert REDUCTION_ORDER.allows(whole_loss, split_loss)
     assert REDUCTION_ORDER.allows(whole.norm().item(), split.norm().item())
     largest = (split - whole).abs().max().item() / whole.abs().max().item()
-    print(f"split batch: loss {abs(split_loss - whole_loss):.1e}, largest gradient entry change {largest:.1e} of the largest entry")
+    print(f"split batch: loss {abs(split_loss - whole_loss):.1e}, gradient entries {largest:.1e} of the largest")
     assert largest < REDUCTION_ORDER.relative

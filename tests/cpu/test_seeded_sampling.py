@@ -177,7 +177,8 @@ def test_server_samples_do_not_depend_on_order_batches_or_replica(tiny_assets, t
         ordered = await serve(servers["ordered"], requests, [[request] for request in requests])
         shuffled_requests = requests[:]
         random.Random(1).shuffle(shuffled_requests)
-        shuffled = await serve(servers["shuffled"], requests, [shuffled_requests[:3], shuffled_requests[3:10], shuffled_requests[10:]])
+        uneven_groups = [shuffled_requests[:3], shuffled_requests[3:10], shuffled_requests[10:]]
+        shuffled = await serve(servers["shuffled"], requests, uneven_groups)
         split = {}
         split.update(await serve(servers["replica_1"], requests, [shuffled_requests[::2]]))
         split.update(await serve(servers["replica_0"], requests, [shuffled_requests[1::2]]))

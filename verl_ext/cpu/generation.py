@@ -202,7 +202,9 @@ class PerRequestSampler(LogitsProcessor):
     repetition penalty sees the prompt and the response so far, never the padding).
     """
 
-    def __init__(self, requests: Sequence[SamplingRequest], generators: Sequence[torch.Generator], prompt_starts: Sequence[int]):
+    def __init__(
+        self, requests: Sequence[SamplingRequest], generators: Sequence[torch.Generator], prompt_starts: Sequence[int]
+    ):
         self.requests = list(requests)
         self.generators = list(generators)
         self.prompt_starts = list(prompt_starts)

@@ -56,7 +56,7 @@ OVERRIDE_REASONS = {
     "actor_rollout_ref.rollout.n": "responses per prompt (group size)",
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "whole batch in one forward pass",
     "actor_rollout_ref.rollout.agent.num_workers": "one agent-loop worker process",
-    "actor_rollout_ref.rollout.agent.default_agent_loop": "every request carries its own sampling seed: a run is a function of its seed (verl_ext.seeding)",
+    "actor_rollout_ref.rollout.agent.default_agent_loop": "each request its own sampling seed: a run is a function of its seeds",
     "actor_rollout_ref.rollout.calculate_log_probs": "the rollout returns per-token log-probs (pi_old in bypass mode)",
     "reward.num_workers": "one reward-loop worker process",
     "reward.custom_reward_function.path": "the counting task's reward",

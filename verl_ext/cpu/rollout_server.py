@@ -251,7 +251,9 @@ class CPURolloutServer:
 
     def _seed_for_unseeded_request(self) -> int:
         """A seed for a request that brought none: depends on how many such requests came before it."""
-        seed = derive_seed("verl_ext.cpu.unseeded_request", int(self.config.seed), self.replica_rank, self.unseeded_requests)
+        seed = derive_seed(
+            "verl_ext.cpu.unseeded_request", int(self.config.seed), self.replica_rank, self.unseeded_requests
+        )
         self.unseeded_requests += 1
         return seed
 

@@ -114,7 +114,9 @@ class ScheduledReplayBuffer(ReplayBuffer):
             )
         return self._materialize_batch(TRAIN_PARTITION, uids, partition_snapshot), {}
 
-    def _materialize_batch(self, partition_id: str, selected_prompt_uids: list[str], partition_snapshot: dict[str, dict]) -> KVBatchMeta:
+    def _materialize_batch(
+        self, partition_id: str, selected_prompt_uids: list[str], partition_snapshot: dict[str, dict]
+    ) -> KVBatchMeta:
         batch = super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)
         return order_batch(batch, list(self.prompt_global_steps[partition_id]))
 
