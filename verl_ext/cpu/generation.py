@@ -22,11 +22,12 @@ its prompt, its seed and the logits, never on which requests arrive before it or
 
 Batching. Requests sharing their sampling parameters may be generated together in one left-padded
 ``generate()`` call, but a batched forward pass does not give a row the bits it gets alone: left padding
-and the batch size change the float32 reduction order (on the tiny model: logits differ by up to 3e-7,
-``tests/cpu/test_generation_and_checksum.py`` measures it). The sampled token flips only when the uniform
-falls within that distance of a CDF boundary (probability about the perturbation, ~1e-7 per token), but
+and the batch size change the float32 reduction order (on the tiny model: log-probs differ by up to ~5e-7,
+``tests/cpu/test_seeded_sampling.py`` measures it). The sampled token flips only when the uniform falls
+between a CDF boundary and where the perturbation moved it (a probability of at most the sum of those
+moves: at most ~2e-5 per token on the tiny model's 45 tokens, usually far less), but
 the reported log-probs differ in their last bits every time, and verl trains on them (pi_old in bypass
-mode): a run would not reproduce its weights bit for bit. So the server generates each request alone
+mode): a run would not reproduce its numbers bit for bit. So the server generates each request alone
 by default (``max_batch_size=1``, :mod:`verl_ext.cpu.rollout_server`), which is exact; a larger batch is
 faster and reproducible only up to float rounding.
 
