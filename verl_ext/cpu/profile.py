@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from verl_ext.seeding import SEEDED_AGENT_LOOP
+
 # Why each environment variable is set.
 ENVIRONMENT_REASONS = {
     "VERL_PLATFORM": ("cpu", "select verl_ext's cpu platform (never auto-detected)"),
@@ -54,6 +56,7 @@ OVERRIDE_REASONS = {
     "actor_rollout_ref.rollout.n": "responses per prompt (group size)",
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "whole batch in one forward pass",
     "actor_rollout_ref.rollout.agent.num_workers": "one agent-loop worker process",
+    "actor_rollout_ref.rollout.agent.default_agent_loop": "each request its own sampling seed: a run is a function of its seeds",
     "actor_rollout_ref.rollout.calculate_log_probs": "the rollout returns per-token log-probs (pi_old in bypass mode)",
     "reward.num_workers": "one reward-loop worker process",
     "reward.custom_reward_function.path": "the counting task's reward",
@@ -115,6 +118,7 @@ def cpu_overrides(
         "actor_rollout_ref.rollout.n": rollout_n,
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": responses,
         "actor_rollout_ref.rollout.agent.num_workers": 1,
+        "actor_rollout_ref.rollout.agent.default_agent_loop": SEEDED_AGENT_LOOP,
         "actor_rollout_ref.rollout.calculate_log_probs": True,
         "reward.num_workers": 1,
         "reward.custom_reward_function.path": "pkg://verl_ext.tiny.task",
