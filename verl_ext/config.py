@@ -120,7 +120,8 @@ def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
     if config.m2_threshold < 0:
         reject(_key("m2_threshold"), config.m2_threshold, "a finite number >= 0 (tau_M2 of M2PO; paper: 0.04)")
     _reject_unread_keys(config, spec)
-    if spec is None:  # one of verl's own losses: nothing more of ours to check
+    if spec is None:  # one of verl's own losses: only what verl itself would find wrong after Ray starts
+        _check_verl_loss(config)
         return
 
     if spec.uses_outer_margins:
@@ -158,6 +159,28 @@ def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
             f"algorithm.adv_estimator={estimator.name} with loss_mode={loss_mode!r}: {estimator.paper_name.split(':')[0]} "
             "removes a response by giving it advantage 0, but this loss's regularizer would still push on dropped "
             f"responses. Use a loss without a regularizer: {sorted(n for n, s in POLICY_LOSSES.items() if not s.regularizer)}"
+        )
+
+
+# verl's loss that its legacy trainer substitutes for loss_mode under algorithm.rollout_correction.bypass_mode=true
+VERL_BYPASS_LOSS = "bypass_mode"
+VERL_DRO_LOSS = "dro"  # verl's DRO: needs policy_loss.dro_beta > 0, which verl checks only when the loss first runs
+
+
+def _check_verl_loss(config: RECPolicyLossConfig) -> None:
+    """verl's own losses: the settings verl would refuse (or ignore) only inside the actor workers."""
+    if config.loss_mode == VERL_DRO_LOSS and not (is_finite_number(config.dro_beta) and config.dro_beta > 0):
+        reject(_key("dro_beta"), config.dro_beta, f"a finite number > 0 with loss_mode={VERL_DRO_LOSS!r}",
+               "verl's DRO loss raises on anything else in its first actor update, after Ray and the workers start.")
+    if config.loss_mode == VERL_BYPASS_LOSS and config.use_v1 is not False:
+        raise ConfigError(
+            f"{_key('loss_mode')}={VERL_BYPASS_LOSS!r} is verl's internal loss, which its legacy trainer (trainer.use_v1=false) "
+            "puts in place of loss_mode when algorithm.rollout_correction.bypass_mode=true, copying "
+            "algorithm.rollout_correction into it. Chosen by hand under trainer.use_v1=true, it reads "
+            "policy_loss.rollout_correction, which nothing fills, so every algorithm.rollout_correction key (loss_type, "
+            "rollout_is, rollout_rs, ...) would be ignored. With bypass_mode=true the v1 trainer already gives every loss "
+            "pi_old = the behaviour policy: pick the loss itself (vanilla is its loss_type=ppo_clip; rec_reinforce is "
+            "REINFORCE without importance weights)."
         )
 
 
