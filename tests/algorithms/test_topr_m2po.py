@@ -93,7 +93,7 @@ def test_topr_default_is_the_papers_sequence_ratio_and_the_forms_differ():
     token, _ = gradient("topr", batch, f"{POLICY_LOSS}.topr_ratio_level=token")
     assert not torch.allclose(default, token, rtol=1e-3, atol=1e-6)  # the batch tells the two forms apart
     # ... but not on a one-token response (row 3 of the batch has one token; its advantage is positive)
-    _, _, advantages, response_mask, _ = batch
+    response_mask = batch[3]
     one_token_rows = [i for i in range(len(response_mask)) if response_mask[i].sum() == 1]
     assert one_token_rows and all(torch.allclose(default[i], token[i]) for i in one_token_rows)
 
@@ -113,7 +113,7 @@ def test_topr_forms_agree_on_one_token_negative_responses():
 @pytest.mark.parametrize("ratio_level", ["sequence", "token"])
 def test_topr_reports_the_mean_truncation_weight_of_negative_examples(ratio_level):
     batch = make_batch(seed=4)
-    _, _, advantages, response_mask, _ = batch
+    advantages = batch[2]
     _, metrics = gradient("topr", batch, f"{POLICY_LOSS}.topr_ratio_level={ratio_level}")
     negative = [w for (i, t), w in topr_weights(batch, ratio_level).items() if advantages[i, t] < 0]
     assert negative and min(negative) < 1  # some weights are truncated in this batch
@@ -193,7 +193,7 @@ def test_m2po_kept_tokens_satisfy_the_second_moment_bound_with_as_few_masked_as_
 def test_m2po_default_masks_only_trust_region_tokens():
     """The paper's T: a token whose ratio moved against its advantage (A < 0, rho > 1) is never masked, however far."""
     batch = make_batch(seed=3)
-    log_prob, old_log_prob, advantages, response_mask, _ = batch
+    advantages = batch[2]
     squared, candidates = m2po_tokens(batch, "trust_region")
     outside = [j for j in squared if j not in candidates and advantages[j] != 0]
     assert max(squared[j] for j in outside) > 1.0  # far outside any trust region
