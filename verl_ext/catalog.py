@@ -37,8 +37,13 @@ losses = _ImportedOnUse("verl_ext.losses")
 advantage_functions = _ImportedOnUse("verl_ext.advantages")
 
 
+def _loss_constant(module: str, name: str):
+    """A constant of a loss module (``verl_ext.losses.<module>``), imported when first needed."""
+    return getattr(importlib.import_module(f"verl_ext.losses.{module}"), name)
+
+
 def _default_regularizer_form() -> str:
-    return importlib.import_module("verl_ext.losses.opmd").REGULARIZER_FORMS[0]
+    return _loss_constant("opmd", "REGULARIZER_FORMS")[0]
 
 
 EPSILONS = ("actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_high")
@@ -49,6 +54,9 @@ OUTER_MARGINS = (
 BETA = ("actor_rollout_ref.actor.policy_loss.reg_coef",)
 REG_FORM = ("actor_rollout_ref.actor.policy_loss.reg_form",)
 TEMPERATURE = ("actor_rollout_ref.actor.policy_loss.weight_temperature",)
+TOPR_RATIO_LEVEL = ("actor_rollout_ref.actor.policy_loss.topr_ratio_level",)
+M2_THRESHOLD = ("actor_rollout_ref.actor.policy_loss.m2_threshold",)
+M2_TOKENS = ("actor_rollout_ref.actor.policy_loss.m2_tokens",)
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,9 @@ class Hyperparameters:
     beta: float
     temperature: float
     regularizer_form: str = field(default_factory=_default_regularizer_form)  # OPMD's square: "sequence" (the paper's) or "token"
+    topr_ratio_level: str = field(default_factory=lambda: _loss_constant("topr", "RATIO_LEVELS")[0])  # TOPR's ratio: "sequence" (the paper's) or "token" (Trinity-RFT's)
+    m2_threshold: float = field(default_factory=lambda: _loss_constant("m2po", "PAPER_THRESHOLD"))  # tau_M2 of M2PO
+    m2_tokens: str = field(default_factory=lambda: _loss_constant("m2po", "TOKEN_SETS")[0])  # M2PO's token set: "trust_region" (the paper's) or "all" (AReaL's)
 
 
 # compute(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hyperparameters) -> LossTerms
@@ -82,6 +93,8 @@ class PolicyLossSpec:
     regularizer: bool = False  # a term that gives every response a gradient, whatever its advantage
     # the actor.loss_agg_mode the paper's formula is (None: verl's default token-mean)
     paper_loss_agg_mode: Optional[str] = None
+    # the paper's advantages are GRPO's std-normalised group advantages (verl's "grpo" estimator), not A = r - mean
+    grpo_advantages: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,6 +162,14 @@ def _red_weight(log_prob, old_log_prob, advantages, response_mask, rollout_is_we
     return losses.red_weight_loss(log_prob, old_log_prob, advantages, response_mask, temperature=hp.temperature)
 
 
+def _topr(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hp):
+    return losses.topr_loss(log_prob, old_log_prob, advantages, response_mask, ratio_level=hp.topr_ratio_level)
+
+
+def _m2po(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hp):
+    return losses.m2po_loss(log_prob, old_log_prob, advantages, response_mask, threshold=hp.m2_threshold, tokens=hp.m2_tokens)
+
+
 def _offpolicy_grpo(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hp):
     if rollout_is_weights is None:
         raise ValueError(
@@ -195,7 +216,22 @@ POLICY_LOSSES: dict[str, PolicyLossSpec] = {
         PolicyLossSpec("asymre", "AsymRE (Meta)", f"{REC}, Section 4.2", _asymre, BETA, old_log_prob="unused", regularizer=True),
         PolicyLossSpec("red_weight", "RED-Weight", f"{REC}, Section 4.3", _red_weight, TEMPERATURE, old_log_prob="unused"),
         PolicyLossSpec(
-            "offpolicy_grpo", "off-policy GRPO", "arXiv 2505.22257, eq. 6", _offpolicy_grpo, EPSILONS, old_log_prob="current_and_behaviour"
+            "offpolicy_grpo",
+            "off-policy GRPO",
+            "arXiv 2505.22257, eq. 6",
+            _offpolicy_grpo,
+            EPSILONS,
+            old_log_prob="current_and_behaviour",
+            grpo_advantages=True,
+        ),
+        PolicyLossSpec("topr", "TOPR (Tapered Off-Policy REINFORCE)", "arXiv 2503.14286, Section 3", _topr, TOPR_RATIO_LEVEL),
+        PolicyLossSpec(
+            "m2po",
+            "M2PO (Second-Moment Trust Policy Optimization)",
+            "arXiv 2510.01161, Algorithm 1",
+            _m2po,
+            M2_THRESHOLD + M2_TOKENS,
+            grpo_advantages=True,
         ),
     )
 }

@@ -65,6 +65,9 @@ EPOCH = "training/epoch"
 # do the same with their terms' metrics (verl_ext.registration).
 ACTOR_PREFIX = "actor/"
 KL_LOSS = "actor/kl_loss"  # verl/workers/utils/losses.py: KL to the reference model (use_kl_loss)
+# mean of log pi_old - log pi_theta over the micro-batch before the update (verl's losses and verl-ext's): with
+# algorithm.rollout_correction.bypass_mode=true pi_old is the behaviour policy, so this estimates KL(behaviour || current)
+PPO_KL = "actor/ppo_kl"
 PG_CLIPFRAC = "actor/pg_clipfrac"  # verl/trainer/ppo/core_algos.py's losses, and verl-ext's (verl_ext.registration)
 ENTROPY = "actor/entropy"  # verl/trainer/ppo/v1/trainer_base.py (actor.calculate_entropy=true)
 ENTROPY_LOSS = "actor/entropy_loss"  # verl/workers/utils/losses.py

@@ -39,6 +39,13 @@ def test_a_lab_run_is_the_presets_overrides_plus_the_labs_own():
     assert "trainer.v1.delayed_sync.measure_mismatch=false" in overrides and overrides[-1] == "a.b=1"
 
 
+def test_pi_old_is_the_behaviour_policy_for_every_preset_but_offpolicy_grpo_unless_overridden():
+    behaviour = {name for name in ALGORITHMS if LabRun(parse_algorithm(name), Setting(20, 0)).pi_old_is_behaviour}
+    assert set(ALGORITHMS) - behaviour == {"offpolicy_grpo"}
+    flipped = LabRun(parse_algorithm("topr"), Setting(20, 0), extra_overrides=("algorithm.rollout_correction.bypass_mode=False",))
+    assert not flipped.pi_old_is_behaviour
+
+
 def test_run_names_are_the_one_format_unique_and_safe():
     assert LabRun(parse_algorithm("rec_oneside_nois@0.6_2.0"), Setting(20, 0), seed=1, steps=25).name == (
         "rec_oneside_nois@0.6_2-lr0.001-sync_interval_20-T25-seed1")

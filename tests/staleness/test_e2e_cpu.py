@@ -12,6 +12,11 @@ them in a child process while the rest of the suite runs (tests/background_runs.
 With the CPU backend's seeding (the rollout's per-request seeds, the canonical batch order) the overlap run
 must train exactly as the run without overlap, and the resumed run exactly as the uninterrupted one: the
 same logged numbers at every step and the same weights at every push (:mod:`verl_ext.cpu.run_comparison`).
+
+The schedule checks do not depend on the loss, so the runs train verl's own losses (:data:`VERL_LOSSES`: PPO-clip,
+CISPO's clipped weight), each checked to have received pi_old = the behaviour policy
+(``bypass_mode=true``, the recipe's) under delayed_sync; tests/algorithms/test_verl_losses_under_delayed_sync.py
+dry-runs every loss of verl's registry.
 """
 
 import json
@@ -47,6 +52,14 @@ COMMON = (
 )
 KNOBS = ("trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1")
 OVERLAP = ("trainer.v1.delayed_sync.overlap=true", "actor_rollout_ref.rollout.free_cache_engine=False")
+# verl's own losses: the run without overlap, the overlap run and its resume share one (their numbers must agree)
+VERL_LOSSES = {"uninterrupted": "vanilla", "overlap": "vanilla", "resumed": "vanilla", "offline": "cispo"}
+
+
+def loss(run: str) -> str:
+    return f"actor_rollout_ref.actor.policy_loss.loss_mode={VERL_LOSSES[run]}"
+
+
 ZERO_VARIANCE_MASKING = (
     "trainer.v1.delayed_sync.zero_variance_masking=true",
     f"reward.custom_reward_function.path={Path(odd_count_reward.__file__).resolve()}",
@@ -67,14 +80,14 @@ def background_runs(root):
             launch.CPURun(
                 name="delayed_3_1",
                 steps=STEPS,
-                overrides=(*COMMON, *KNOBS, "trainer.save_freq=2", f"trainer.rollout_data_dir={dumps['uninterrupted']}"),
+                overrides=(*COMMON, *KNOBS, loss("uninterrupted"), "trainer.save_freq=2", f"trainer.rollout_data_dir={dumps['uninterrupted']}"),
             )
         ).raise_for_error()
         overlap = session.run(
             launch.CPURun(
                 name="delayed_3_1_overlap",
                 steps=STEPS,
-                overrides=(*COMMON, *KNOBS, *OVERLAP, "trainer.save_freq=3", f"trainer.rollout_data_dir={dumps['overlap']}"),
+                overrides=(*COMMON, *KNOBS, loss("overlap"), *OVERLAP, "trainer.save_freq=3", f"trainer.rollout_data_dir={dumps['overlap']}"),
             )
         ).raise_for_error()
         checkpoint = overlap.checkpoint_dir / f"global_step_{RESUME_AT}"
@@ -86,6 +99,7 @@ def background_runs(root):
                     *COMMON,
                     *KNOBS,
                     *OVERLAP,
+                    loss("resumed"),
                     "trainer.resume_mode=resume_path",
                     f"trainer.resume_from_path={checkpoint}",
                     f"trainer.rollout_data_dir={dumps['resumed']}",
@@ -99,6 +113,7 @@ def background_runs(root):
                 overrides=(
                     *COMMON,
                     "trainer.v1.delayed_sync.offline=true",
+                    loss("offline"),
                     *ZERO_VARIANCE_MASKING,
                     f"trainer.rollout_data_dir={dumps['offline']}",
                 ),
@@ -312,3 +327,23 @@ def test_zero_variance_masking_trains_on_the_other_groups(runs):
     assert all(norm > 0 for norm in grad_norms.values())
     # the run covered a partial batch (padding on the real worker)
     assert any(0 < count < TRAIN_BATCH_SIZE for count in trained_group_counts), trained_group_counts
+
+
+@pytest.mark.parametrize("run", list(VERL_LOSSES))
+def test_verls_loss_trained_on_the_behaviour_policys_log_probs(runs, run):
+    """verl's loss ran (its metrics, not verl-ext's), every trained step had a gradient, and its pi_old was the
+    behaviour policy: its ppo_kl, mean(log pi_old - log pi_theta) before the update, is the measured
+    behaviour-minus-current gap (one micro-batch per step, no padding), which is far from 0 once the batch is stale."""
+    result = runs[run]
+    kl, grad_norms = per_step(result, "actor/ppo_kl"), per_step(result, "actor/grad_norm")
+    lags, gap = per_step(result, "staleness/lag"), per_step(result, "staleness/behaviour_minus_current_log_prob")
+    assert kl and set(kl) == set(grad_norms) and all(norm > 0 for norm in grad_norms.values())
+    for record in result.steps:
+        if "actor/ppo_kl" in record:
+            assert "actor/pg_clipfrac_lower" in record and "actor/ratio_mean" not in record, record["step"]  # verl's
+    stale = [step for step in kl if lags[step] > 0]
+    assert stale and max(abs(kl[step]) for step in stale) > 1e-3
+    assert all(abs(kl[step]) < 1e-3 for step in kl if lags[step] == 0)
+    if run != "offline":  # (offline: zero-variance masking pads the batch with rows the gap leaves out)
+        for step in kl:
+            assert kl[step] == pytest.approx(gap[step], rel=1e-3, abs=1e-5), step

@@ -31,10 +31,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from verl_ext.experiments.algorithms import AlgorithmChoice
+from verl_ext.experiments.overrides import override_key
 from verl_ext.experiments.profiles import KL_TO_INITIAL
 from verl_ext.experiments.run_names import run_name
 from verl_ext.experiments.settings import ON_POLICY, Setting
 
+BYPASS_MODE_KEY = "algorithm.rollout_correction.bypass_mode"
 DEFAULT_LEARNING_RATE = 1e-3
 DEFAULT_STEPS = 50
 PROMPTS_PER_STEP = 16
@@ -100,6 +102,14 @@ class LabRun:
             *KL_TO_INITIAL_OVERRIDES,
             *self.extra_overrides,
         )
+
+    @property
+    def pi_old_is_behaviour(self) -> bool:
+        """Whether the run's pi_old is the behaviour policy: the last ``bypass_mode`` of its overrides (the recipe's
+        default, true, when none sets it)."""
+        values = [item.split("=", 1)[1].strip().lower() for item in self.overrides()
+                  if override_key(item) == BYPASS_MODE_KEY]
+        return not values or values[-1] == "true"
 
     def cpu_run(self):
         from verl_ext.cpu.launch import CPURun
