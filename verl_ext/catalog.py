@@ -37,13 +37,13 @@ losses = _ImportedOnUse("verl_ext.losses")
 advantage_functions = _ImportedOnUse("verl_ext.advantages")
 
 
-def _loss_constant(module: str, name: str):
+def loss_constant(module: str, name: str):
     """A constant of a loss module (``verl_ext.losses.<module>``), imported when first needed."""
     return getattr(importlib.import_module(f"verl_ext.losses.{module}"), name)
 
 
 def _default_regularizer_form() -> str:
-    return _loss_constant("opmd", "REGULARIZER_FORMS")[0]
+    return loss_constant("opmd", "REGULARIZER_FORMS")[0]
 
 
 EPSILONS = ("actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_high")
@@ -70,9 +70,9 @@ class Hyperparameters:
     beta: float
     temperature: float
     regularizer_form: str = field(default_factory=_default_regularizer_form)  # OPMD's square: "sequence" (the paper's) or "token"
-    topr_ratio_level: str = field(default_factory=lambda: _loss_constant("topr", "RATIO_LEVELS")[0])  # TOPR's ratio: "sequence" (the paper's) or "token" (Trinity-RFT's)
-    m2_threshold: float = field(default_factory=lambda: _loss_constant("m2po", "PAPER_THRESHOLD"))  # tau_M2 of M2PO
-    m2_tokens: str = field(default_factory=lambda: _loss_constant("m2po", "TOKEN_SETS")[0])  # M2PO's token set: "trust_region" (the paper's) or "all" (AReaL's)
+    topr_ratio_level: str = field(default_factory=lambda: loss_constant("topr", "RATIO_LEVELS")[0])  # TOPR's ratio: "sequence" (the paper's) or "token" (Trinity-RFT's)
+    m2_threshold: float = field(default_factory=lambda: loss_constant("m2po", "PAPER_THRESHOLD"))  # tau_M2 of M2PO
+    m2_tokens: str = field(default_factory=lambda: loss_constant("m2po", "TOKEN_SETS")[0])  # M2PO's token set: "trust_region" (the paper's) or "all" (AReaL's)
 
 
 # compute(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hyperparameters) -> LossTerms

@@ -35,8 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from verl_ext.catalog import BETA, EPSILONS, ESTIMATORS, M2_THRESHOLD, OUTER_MARGINS, POLICY_LOSSES, TEMPERATURE
-from verl_ext.losses.m2po import PAPER_THRESHOLD
+from verl_ext.catalog import BETA, EPSILONS, ESTIMATORS, M2_THRESHOLD, OUTER_MARGINS, POLICY_LOSSES, TEMPERATURE, loss_constant
 
 DEFAULT_EPSILONS = (0.2, 0.2)
 ENLARGED_EPSILONS = (0.6, 2.0)  # the paper's enlarged range, and REC-Ring's outer margins
@@ -82,7 +81,7 @@ class AlgorithmPreset:
         if set(TEMPERATURE) <= set(spec.keys):
             out.append(f"{TEMPERATURE[0]}=1.0")
         if set(M2_THRESHOLD) <= set(spec.keys):
-            out.append(f"{M2_THRESHOLD[0]}={PAPER_THRESHOLD}")
+            out.append(f"{M2_THRESHOLD[0]}={loss_constant('m2po', 'PAPER_THRESHOLD')}")
         if spec.old_log_prob == "current_and_behaviour":
             # r = pi/alpha needs pi_k (recomputed old_log_prob) and alpha (rollout log-probs as IS weights r')
             out += [
