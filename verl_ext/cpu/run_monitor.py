@@ -14,6 +14,8 @@ RSS counts pages shared between processes (torch's libraries) once per process, 
 bound of the memory the run needs; PSS sums to the memory actually used (sampled less often: slower to read).
 ``cpu_seconds`` (the sum over processes of their last-seen CPU time) does not grow with other load on the
 machine the way wall time does; a process's last quarter second before it exits can be missed.
+``also_measure`` adds processes that are not the child's descendants: the nodes of a Ray cluster the child
+joins (:func:`verl_ext.cpu.local_cluster.cluster_processes`), which were started before it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 import psutil
 
@@ -55,13 +57,24 @@ class RunMeasurements:
         return asdict(self)
 
 
-def _tree_memory(process: psutil.Process, proportional: bool) -> int:
-    """Sum of RSS (or PSS) over ``process`` and its descendants, in bytes."""
-    total = 0
+def _members(process: psutil.Process, also: Optional[Callable[[], Iterable[int]]] = None) -> list[psutil.Process]:
+    """``process``, its descendants and the processes ``also`` names, each once."""
     try:
-        members = [process, *process.children(recursive=True)]
+        members = {member.pid: member for member in (process, *process.children(recursive=True))}
     except psutil.NoSuchProcess:
-        return 0
+        members = {}
+    for pid in also() if also is not None else ():
+        if pid not in members:
+            try:
+                members[pid] = psutil.Process(pid)
+            except psutil.NoSuchProcess:
+                pass
+    return list(members.values())
+
+
+def _tree_memory(members: list[psutil.Process], proportional: bool) -> int:
+    """Sum of RSS (or PSS) over ``members``, in bytes."""
+    total = 0
     for member in members:
         try:
             total += member.memory_full_info().pss if proportional else member.memory_info().rss
@@ -70,11 +83,7 @@ def _tree_memory(process: psutil.Process, proportional: bool) -> int:
     return total
 
 
-def _record_cpu_times(process: psutil.Process, cpu_by_process: dict) -> None:
-    try:
-        members = [process, *process.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return
+def _record_cpu_times(members: list[psutil.Process], cpu_by_process: dict) -> None:
     for member in members:
         try:
             times = member.cpu_times()
@@ -98,8 +107,10 @@ def run_and_measure(
     metrics_path: Optional[Path] = None,
     echo: bool = False,
     timeout: Optional[float] = None,
+    also_measure: Optional[Callable[[], Iterable[int]]] = None,
 ) -> RunMeasurements:
-    """Run ``command``, copy its output to ``log_path`` (and stdout with ``echo``), measure it."""
+    """Run ``command``, copy its output to ``log_path`` (and stdout with ``echo``), measure it (and the processes
+    ``also_measure`` returns the ids of)."""
     started = time.perf_counter()
     state = {"peak": 0, "peak_pss": 0, "samples": 0, "first": None, "last": None, "lines": 0, "done": False}
     cpu_by_process: dict = {}
@@ -110,10 +121,11 @@ def run_and_measure(
         while not state["done"]:
             if timeout is not None and time.perf_counter() - started > timeout and process.poll() is None:
                 process.kill()
-            state["peak"] = max(state["peak"], _tree_memory(watched, proportional=False))
-            _record_cpu_times(watched, cpu_by_process)
+            members = _members(watched, also_measure)
+            state["peak"] = max(state["peak"], _tree_memory(members, proportional=False))
+            _record_cpu_times(members, cpu_by_process)
             if state["samples"] % PSS_EVERY == 0:
-                state["peak_pss"] = max(state["peak_pss"], _tree_memory(watched, proportional=True))
+                state["peak_pss"] = max(state["peak_pss"], _tree_memory(members, proportional=True))
             state["samples"] += 1
             if metrics_path is not None:
                 lines = _line_count(metrics_path)
