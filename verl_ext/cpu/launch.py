@@ -223,7 +223,7 @@ def run_main_ppo(
         also_measure = None
         if topology.nnodes > 1:
             env.update(cluster.client_environment())
-            also_measure = lambda: cluster_processes(str(cluster.temp_dir))  # noqa: E731 -- the cluster's raylets and workers
+            also_measure = lambda: cluster_processes(cluster.marker)  # noqa: E731 -- the cluster's raylets and workers
         measurements = run_and_measure(
             command, env, paths["log"], paths["metrics"], echo=echo, timeout=timeout, also_measure=also_measure
         )

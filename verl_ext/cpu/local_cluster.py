@@ -127,13 +127,15 @@ class LocalRayCluster:
     gpus_per_node: int = 1
     cpus_per_node: Optional[int] = None  # default: what the CPU profile gives one node of this size
     env: Mapping[str, str] = field(default_factory=dict)  # more variables for every process of the cluster
-    join_timeout: float = DEFAULT_JOIN_TIMEOUT
+    join_timeout: float = DEFAULT_JOIN_TIMEOUT  # seconds each worker node may take to join the head
+    head_timeout: float = DEFAULT_JOIN_TIMEOUT  # seconds the head node may take to start
     stop_timeout: float = DEFAULT_STOP_TIMEOUT
     object_store_bytes: int = OBJECT_STORE_BYTES
     log_dir: Optional[Path] = None  # default: beside the temporary folder, removed with it
 
     address: Optional[str] = field(default=None, init=False)
     temp_dir: Optional[Path] = field(default=None, init=False)
+    marker: Optional[str] = field(default=None, init=False)  # MARKER_ENV's value in its processes (kept after stop)
     started_nodes: list[Node] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -181,6 +183,7 @@ class LocalRayCluster:
             raise RuntimeError("this LocalRayCluster was already started")
         # Ray's socket paths live under the temporary folder: keep it short (107-byte limit of a socket path)
         self.temp_dir = Path(tempfile.mkdtemp(prefix="vxrc_", dir="/tmp"))
+        self.marker = str(self.temp_dir)
         logs = Path(self.log_dir) if self.log_dir else Path(f"{self.temp_dir}_logs")
         logs.mkdir(parents=True, exist_ok=True)
         self._logs = logs
@@ -189,9 +192,9 @@ class LocalRayCluster:
         try:
             head = self._launch(0, ["--head", f"--port={port}", f"--ray-client-server-port={_free_port()}",
                                     "--include-dashboard=false", f"--dashboard-port={_free_port()}"], address)
-            self._wait_until_ready([head])
+            self._wait_until_ready([head], self.head_timeout, "head_timeout")
             workers = [self._launch(index, [f"--address={address}"], address) for index in range(1, self.nodes)]
-            self._wait_until_ready(workers)
+            self._wait_until_ready(workers, self.join_timeout, "join_timeout")
         except BaseException:
             self.stop()
             raise
@@ -223,8 +226,8 @@ class LocalRayCluster:
         self.started_nodes.append(node)
         return node
 
-    def _wait_until_ready(self, nodes: Sequence[Node]) -> None:
-        deadline = time.monotonic() + self.join_timeout
+    def _wait_until_ready(self, nodes: Sequence[Node], timeout: float, timeout_name: str) -> None:
+        deadline = time.monotonic() + timeout
         waiting = list(nodes)
         while waiting:
             for node in list(waiting):
@@ -238,8 +241,8 @@ class LocalRayCluster:
             if waiting and time.monotonic() > deadline:
                 node = waiting[0]
                 raise ClusterStartError(
-                    f"local Ray cluster: {node.name} did not join within {self.join_timeout:.0f} s "
-                    f"(join_timeout): {' '.join(node.command)}\n{node.log_tail()}"
+                    f"local Ray cluster: {node.name} did not join within {timeout:g} s "
+                    f"({timeout_name}): {' '.join(node.command)}\n{node.log_tail()}"
                 )
             if waiting:
                 time.sleep(0.2)
@@ -263,7 +266,7 @@ class LocalRayCluster:
                 node.process.wait()
         # raylets start their workers in sessions of their own: anything still carrying the marker is ours
         while True:
-            left = cluster_processes(str(self.temp_dir))
+            left = cluster_processes(self.marker)
             if not left or time.monotonic() > deadline + 5:
                 break
             time.sleep(0.2)
@@ -302,7 +305,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         with LocalRayCluster(args.nodes, args.gpus_per_node, join_timeout=args.join_timeout) as cluster:
-            print(f"[verl-ext] local Ray cluster of {args.nodes} nodes at {cluster.address}", file=sys.stderr, flush=True)
+            print(f"[verl-ext] local Ray cluster of {args.nodes} nodes at {cluster.address} (temporary folder "
+                  f"{cluster.temp_dir})", file=sys.stderr, flush=True)
             return subprocess.call(command, env={**os.environ, **cluster.client_environment()})
     except ClusterStartError as error:
         print(f"[verl-ext] {error}", file=sys.stderr)
