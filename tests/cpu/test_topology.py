@@ -163,3 +163,45 @@ def test_quickstart_refuses_a_topology_it_cannot_size_before_anything_starts(tmp
     assert status == 2
     assert "1 x 3 = 3 trainer ranks" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # no run folder: nothing started
+
+
+def test_the_cpu_smoke_keeps_the_users_topology_not_the_gpu_default(tmp_path):
+    """Run scripts append the CPU profile after the user's overrides (so a smoke run stays small): it repeats
+    the topology the command line sets and is sized for it; without one it is world size 1, not the
+    N_GPUS_PER_NODE=8 a GPU run defaults to."""
+    from tests.run_scripts.scripts import override_value, planned_cells
+
+    default, = planned_cells(tmp_path, "run", "gsm8k", "rec_oneside_nois", VERL_EXT_CPU_SMOKE="1")
+    assert override_value(default.main_ppo_args, "trainer.n_gpus_per_node") == "1"
+    two, = planned_cells(tmp_path, "run", "gsm8k", "rec_oneside_nois", "trainer.n_gpus_per_node=2", VERL_EXT_CPU_SMOKE="1")
+    argv = two.main_ppo_args
+    assert override_value(argv, "trainer.n_gpus_per_node") == "2"
+    assert override_value(argv, "ray_kwargs.ray_init.num_gpus") == "2"
+    assert override_value(argv, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu") == "16"  # 8 x 4 / 2
+
+
+def test_a_two_node_cpu_smoke_runs_inside_a_local_cluster_that_is_gone_afterwards(tmp_path):
+    """The experiments launcher starts a two-node cluster around such a run and gives main_ppo the variables
+    that join it; main_ppo itself is replaced by a recorder (it would take minutes), the cluster is real."""
+    from tests.run_scripts.scripts import script_environment
+    from verl_ext.cpu.local_cluster import cluster_processes
+    from verl_ext.cpu.topology import RAY_ADDRESS_ENV
+    from verl_ext.experiments.__main__ import main
+    from verl_ext.experiments.launch import Tools
+
+    seen = []
+    before = set(cluster_processes())  # other local clusters on this machine (another test's) are not counted
+
+    def run_command(argv, env):
+        seen.append((argv, env, set(cluster_processes()) - before))
+        return 0
+
+    environ = script_environment(tmp_path, VERL_EXT_CPU_SMOKE="1", VERL_EXT_TINY_ASSETS=str(tmp_path / "tiny"))
+    status = main(["run", "gsm8k", "rec_oneside_nois", "trainer.nnodes=2"], environ,
+                  Tools(run_command=run_command, count_gpus=lambda: 0, environ=environ))
+    assert status == 0
+    (argv, env, cluster), = seen
+    assert "trainer.nnodes=2" in argv and cluster  # the cluster was up while main_ppo ran
+    assert env[RAY_ADDRESS_ENV].startswith("127.0.0.1:") and env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN"]
+    assert "+ray_kwargs.ray_init.address=${oc.env:VERL_EXT_CPU_RAY_ADDRESS,local}" in argv
+    assert not cluster & set(cluster_processes())  # and stopped when it ended

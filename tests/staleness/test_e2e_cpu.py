@@ -1,13 +1,22 @@
-"""delayed_sync end to end: verl's real ``main_ppo`` on the CPU backend (tiny model, transformers rollout).
+"""delayed_sync end to end on verl's distributed path: real ``main_ppo`` on the CPU backend, two trainer ranks
+on two Ray nodes.
 
+Every run has world size 2 on a local cluster of two Ray nodes (``trainer.nnodes=2``,
+:mod:`verl_ext.cpu.local_cluster`): two FSDP2 ranks over gloo, one rollout replica per rank on its rank's
+node, two agent-loop workers over which verl splits each batch, sharded checkpoints (one file per rank).
 The CPU rollout keeps vLLM's contract (``free_cache_engine=True``: sleep discards the weights, generating
-before the next push raises) and logs every weight event with a checksum of the weights it holds
-(:mod:`verl_ext.cpu.rollout_events`). Four runs share one Ray start-up (:class:`CPURaySession`):
+before the next push raises) and logs every weight event of every replica with a checksum of the weights it
+holds (:mod:`verl_ext.cpu.rollout_events`). Four runs share the cluster (:class:`CPURaySession`):
 (3, 1) over 7 steps; the same with ``overlap=true`` (a resident engine generating in the background: the
-rollout server and the trainer's actor are separate processes, so the overlap is real) and checkpoints; a
+rollout servers and the trainer's actors are separate processes, so the overlap is real) and checkpoints; a
 resume from the overlap run's mid-interval checkpoint; and offline with zero-variance masking (a reward
 that is constant for the odd prompts, tests/staleness/odd_count_reward.py). :func:`background_runs` makes
 them in a child process while the rest of the suite runs (tests/background_runs.py).
+
+At every push, every replica must hold the same weights as every other (version, checksum of what arrived,
+checksum of what it holds: :func:`verl_ext.cpu.rollout_events.push_rounds`), and those are the actor's: the
+initial model file at version 0, the sharded checkpoint of the trainer ranks at a version a checkpoint holds
+(:mod:`verl_ext.cpu.sharded_checkpoint`).
 """
 
 import json
@@ -17,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.staleness import odd_count_reward
+from verl_ext.cpu.rollout_events import push_rounds, replica_nodes
 from verl_ext.staleness.schedule import StalenessSchedule
 
 pytestmark = pytest.mark.e2e
@@ -27,20 +37,24 @@ STEPS = 7
 RESUME_AT = 3
 OFFLINE_STEPS = 3
 SCHEDULE = StalenessSchedule(sync_interval=3, sync_offset=1)
-# 4 prompts x 2 responses per step (the CPU profile's 8 x 4 is for learning; here only the schedule matters)
+# 4 prompts x 2 responses per step (the CPU profile's 8 x 4 is for learning; here only the schedule matters);
+# the CPU profile sizes each rank's micro-batches for them
 TRAIN_BATCH_SIZE, ROLLOUT_N = 4, 2
 SMALL_BATCHES = (
     f"data.train_batch_size={TRAIN_BATCH_SIZE}",
     f"actor_rollout_ref.rollout.n={ROLLOUT_N}",
     f"actor_rollout_ref.actor.ppo_mini_batch_size={TRAIN_BATCH_SIZE}",
-    f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={TRAIN_BATCH_SIZE * ROLLOUT_N}",
-    f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={TRAIN_BATCH_SIZE * ROLLOUT_N}",
 )
+NODES, RANKS = 2, 2
+TOPOLOGY = (f"trainer.nnodes={NODES}", f"trainer.n_gpus_per_node={RANKS // NODES}")
 COMMON = (
     "trainer.v1.trainer_mode=delayed_sync",
     "actor_rollout_ref.rollout.free_cache_engine=True",  # vLLM's contract: sleep discards the weights
     *SMALL_BATCHES,
+    *TOPOLOGY,
 )
+# the uninterrupted run's checkpoints: global_step_2 holds version 2, which the sync after step 1 pushes
+UNINTERRUPTED_SAVE_FREQ = 2
 KNOBS = ("trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1")
 OVERLAP = ("trainer.v1.delayed_sync.overlap=true", "actor_rollout_ref.rollout.free_cache_engine=False")
 ZERO_VARIANCE_MASKING = (
@@ -52,18 +66,24 @@ ZERO_VARIANCE_MASKING = (
 
 def background_runs(root):
     """The four runs, in a child process while the rest of the suite runs (tests/background_runs.py)."""
+    import time
+
     from verl_ext.cpu import launch
+    from verl_ext.cpu.topology import Topology
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = root / "assets"
     build_tiny_assets(assets)
     dumps = {name: root / "dumps" / name for name in ("uninterrupted", "overlap", "resumed", "offline")}
-    with launch.CPURaySession(root / "runs", assets) as session:
+    started = time.perf_counter()
+    with launch.CPURaySession(root / "runs", assets, topology=Topology(NODES, RANKS // NODES)) as session:
+        cluster_start = time.perf_counter() - started
         uninterrupted = session.run(
             launch.CPURun(
                 name="delayed_3_1",
                 steps=STEPS,
-                overrides=(*COMMON, *KNOBS, "trainer.save_freq=2", f"trainer.rollout_data_dir={dumps['uninterrupted']}"),
+                overrides=(*COMMON, *KNOBS, f"trainer.save_freq={UNINTERRUPTED_SAVE_FREQ}",
+                           f"trainer.rollout_data_dir={dumps['uninterrupted']}"),
             )
         ).raise_for_error()
         overlap = session.run(
@@ -100,9 +120,11 @@ def background_runs(root):
                 ),
             )
         ).raise_for_error()
+    print(f"two-node cluster and Ray: {cluster_start:.0f} s")
     for result in (uninterrupted, overlap, resumed, offline):
         print(f"{result.run.name}: {result.wall_seconds:.0f} s")
-    return {"uninterrupted": uninterrupted, "overlap": overlap, "resumed": resumed, "offline": offline, "dumps": dumps}
+    return {"uninterrupted": uninterrupted, "overlap": overlap, "resumed": resumed, "offline": offline, "dumps": dumps,
+            "assets": assets}
 
 
 @pytest.fixture(scope="module")
@@ -122,15 +144,20 @@ def requests_per_batch() -> int:
 
 
 def pushes(result) -> list[dict]:
-    return [event for event in result.events if event["event"] == "update_weights"]
+    """The run's pushes, one per round to both replicas, which hold identical weights after each (else it raises)."""
+    return push_rounds(result.events, RANKS)
 
 
-def served_after_each_push(result) -> list[int]:
-    """Requests the rollout served with the weights of each push (until the next push). An event records
+def replica_events(result, replica: int) -> list[dict]:
+    return [event for event in result.events if event["replica_rank"] == replica]
+
+
+def served_after_each_push(result, replica: int) -> list[int]:
+    """Requests one replica served with the weights of each push (until the next push). An event records
     the requests served since the previous event, so a push's own record counts for the push before it;
     a resident engine (no sleep event) records the last push's requests nowhere."""
     served: list[int] = []
-    for event in result.events:
+    for event in replica_events(result, replica):
         if served:
             served[-1] += event.get("requests_served", 0)
         if event["event"] == "update_weights":
@@ -138,16 +165,22 @@ def served_after_each_push(result) -> list[int]:
     return served
 
 
+def served_by_all_replicas(result) -> list[int]:
+    return [sum(counts) for counts in zip(*(served_after_each_push(result, replica) for replica in range(RANKS)))]
+
+
 def check_checksums_change_only_at_pushes(result) -> None:
-    """Weights with a checksum appear only through a push; between pushes they stay or are discarded."""
+    """On every replica, weights with a checksum appear only through a push; between pushes they stay or are
+    discarded."""
     assert not [event for event in result.events if event["event"] == "generate_rejected"]
-    current = None
-    for event in result.events:
-        if event["event"] == "update_weights":
-            assert event["weight_checksum"] and event["weight_checksum"] != current
-            current = event["weight_checksum"]
-        elif event["weight_checksum"] is not None:
-            assert event["weight_checksum"] == current, event
+    for replica in range(RANKS):
+        current = None
+        for event in replica_events(result, replica):
+            if event["event"] == "update_weights":
+                assert event["weight_checksum"] and event["weight_checksum"] != current
+                current = event["weight_checksum"]
+            elif event["weight_checksum"] is not None:
+                assert event["weight_checksum"] == current, event
 
 
 def rollout_dump(directory: Path, step: int) -> Counter:
@@ -177,11 +210,46 @@ def test_weights_reach_the_rollout_exactly_at_sync_points(runs):
     assert [push["weight_version"] for push in pushes(result)] == [0] + [row.step + 1 for row in rows if row.synced]
     assert len(pushes(result)) == 1 + SCHEDULE.sync_count(STEPS)
     check_checksums_change_only_at_pushes(result)
-    # each version generated exactly its scheduled batches, in one wake (data.train_batch_size x rollout.n each)
-    assert served_after_each_push(result) == [
+    # each version generated exactly its scheduled batches, in one wake (data.train_batch_size x rollout.n each),
+    # spread by verl's load balancer over both replicas
+    assert served_by_all_replicas(result) == [
         len(SCHEDULE.steps_generated_with(push["weight_version"], STEPS)) * requests_per_batch()
         for push in pushes(result)
     ]
+    assert all(sum(served_after_each_push(result, replica)) > 0 for replica in range(RANKS))
+
+
+def test_every_replica_holds_the_actors_weights_after_each_push(runs):
+    """The actor's weights, read independently of the rollout: version 0 is the model file both ranks loaded;
+    version 2 is what the two trainer ranks saved in their sharded checkpoint after step 2 (one file per rank,
+    joined). Both replicas received exactly those tensors (their transfer checksum, checked against the
+    sender's) at the push of that version."""
+    import safetensors.torch
+
+    from verl_ext.cpu.sharded_checkpoint import actor_checkpoint_checksum, checkpoint_world_size
+    from verl_ext.cpu.weight_checksum import weight_checksum
+
+    result = runs["uninterrupted"]
+    by_version = {push["weight_version"]: push for push in pushes(result)}
+    model_file = {}
+    for path in sorted((runs["assets"] / "model").glob("*.safetensors")):
+        model_file.update(safetensors.torch.load_file(path))
+    assert by_version[0]["weight_checksum"] == weight_checksum(model_file)
+    actor = result.checkpoint_dir / f"global_step_{UNINTERRUPTED_SAVE_FREQ}" / "actor"
+    assert checkpoint_world_size(actor) == RANKS
+    assert sorted(path.name for path in actor.glob("model_world_size_*.pt")) == [
+        f"model_world_size_{RANKS}_rank_{rank}.pt" for rank in range(RANKS)
+    ]
+    assert by_version[UNINTERRUPTED_SAVE_FREQ]["transfer_checksum"] == actor_checkpoint_checksum(actor)
+
+
+def test_the_two_ranks_and_their_replicas_ran_on_two_nodes(runs):
+    """Each replica's server is pinned to its trainer rank's node: two replicas on two distinct Ray nodes, in
+    every run (the resumed one included)."""
+    for name in ("uninterrupted", "overlap", "resumed", "offline"):
+        nodes = replica_nodes(runs[name].events)
+        assert sorted(nodes) == list(range(RANKS)), name
+        assert len(set(nodes.values())) == NODES and None not in nodes.values(), (name, nodes)
 
 
 def prompts_of(dump: Counter) -> Counter:
@@ -206,7 +274,7 @@ def test_overlap_keeps_the_schedule_prompts_and_pushes(runs):
     check_checksums_change_only_at_pushes(overlap)
     # (the last push's requests are in no event of a resident engine; its batches' stamps are checked by
     # staleness/behaviour_version above: a push in the middle would mix versions in a batch)
-    assert served_after_each_push(overlap)[:-1] == served_after_each_push(plain)[:-1]
+    assert served_by_all_replicas(overlap)[:-1] == served_by_all_replicas(plain)[:-1]
     assert not [event for event in overlap.events if event["event"] in ("sleep", "wake_up")]  # resident
     assert [event for event in plain.events if event["event"] == "sleep"]  # the plain run's engine sleeps
 
@@ -246,7 +314,7 @@ def test_offline_never_pushes_after_the_start(runs):
     assert per_step(result, "staleness/lag") == {step: step for step in range(OFFLINE_STEPS)}
     assert per_step(result, "staleness/behaviour_version") == {step: 0 for step in range(OFFLINE_STEPS)}
     # every batch was generated at the start, with the initial weights
-    assert served_after_each_push(result) == [OFFLINE_STEPS * requests_per_batch()]
+    assert served_by_all_replicas(result) == [OFFLINE_STEPS * requests_per_batch()]
     check_checksums_change_only_at_pushes(result)
 
 

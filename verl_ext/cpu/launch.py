@@ -92,7 +92,7 @@ class CPURunResult:
     log_path: Optional[Path]
     wall_seconds: float
     error: Optional[str] = None
-    measurements: Optional[Any] = None  # RunMeasurements, for child-process runs
+    measurements: Optional[Any] = None  # RunMeasurements: wall, CPU time and peak memory of every process of the run
     _steps: Optional[list[dict[str, Any]]] = field(default=None, repr=False)
 
     @property
@@ -336,7 +336,8 @@ class CPURaySession:
                 self.cluster = LocalRayCluster(
                     self.topology.nnodes, self.topology.n_gpus_per_node, log_dir=self.base_dir / "ray_nodes"
                 ).start()
-                self._set_environment(self.cluster.client_environment())
+                self._set_environment(self.cluster.client_environment())  # saved, restored on exit
+                self.cluster.join_from_this_process()
             config = compose_run_config(CPURun(name="ray_init", overrides=tuple(self.topology.overrides())),
                                         self.base_dir, self.assets_dir)
             ray.init(**ray_init_kwargs(config))
@@ -380,6 +381,8 @@ class CPURaySession:
         """Compose ``run``'s config and run it through verl's ``main_ppo.main`` in this process."""
         from verl.trainer.main_ppo import main as main_ppo
 
+        from verl_ext.cpu.run_monitor import ProcessSampler, RunMeasurements
+
         if not self._started_ray:
             raise RuntimeError("use CPURaySession as a context manager")
         self.check_fits(run)
@@ -387,14 +390,32 @@ class CPURaySession:
         _prepare_run_dir(paths)
         started = time.perf_counter()
         error = None
-        try:
-            config = compose_run_config(run, self.base_dir, self.assets_dir)
-            main_ppo(config)
-        except Exception as exception:  # noqa: BLE001 -- reported in the result, with its type
-            error = f"{type(exception).__name__}: {exception}"
-        finally:
-            self.wait_until_idle()
-        return _result(run, paths, started, error, log=False)
+        with ProcessSampler(self._processes()) as sampler:  # this driver, the Ray it started or the cluster's nodes
+            try:
+                config = compose_run_config(run, self.base_dir, self.assets_dir)
+                main_ppo(config)
+            except Exception as exception:  # noqa: BLE001 -- reported in the result, with its type
+                error = f"{type(exception).__name__}: {exception}"
+            finally:
+                self.wait_until_idle()
+        result = _result(run, paths, started, error, log=False)
+        result.measurements = RunMeasurements(
+            returncode=0 if error is None else 1,
+            wall_seconds=result.wall_seconds,
+            peak_rss_bytes=sampler.peak_rss,
+            peak_pss_bytes=sampler.peak_pss,
+            cpu_seconds=sampler.cpu_seconds,
+            first_record_seconds=None,
+            last_record_seconds=None,
+        )
+        return result
+
+    def _processes(self):
+        from verl_ext.cpu.local_cluster import cluster_processes
+        from verl_ext.cpu.run_monitor import this_process_tree
+
+        cluster = self.cluster
+        return this_process_tree(also=(lambda: cluster_processes(cluster.marker)) if cluster is not None else None)
 
     def wait_until_idle(self) -> None:
         """Block until the last run's actors and placement groups released their resources.

@@ -156,6 +156,18 @@ class LocalRayCluster:
             "RAY_AUTH_TOKEN": self._token,
         }
 
+    def join_from_this_process(self) -> dict[str, str]:
+        """Set :meth:`client_environment` in this process, for a ``ray.init`` here (a driver in this process);
+        returns the variables set. Ray reads its authentication mode once per process into a cached config:
+        a process that imported Ray before must refresh it, as Ray itself does when it turns token
+        authentication on (``ray._raylet.Config.initialize``)."""
+        environment = self.client_environment()
+        os.environ.update(environment)
+        from ray._raylet import Config
+
+        Config.initialize("")
+        return environment
+
     def _node_environment(self, address: str) -> dict[str, str]:
         environment = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
         environment.update(self.env)
