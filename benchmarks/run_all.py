@@ -22,6 +22,8 @@ overlap         bench_overlap.py           delayed_sync steps/s with and without
 gpu             bench_gpu.py               one GPU with vLLM: sync vs delayed_sync (1,0) (3,1) (8,0)
                                            offline (s/step, time split, memory), losses on CUDA;
                                            skipped (exit 0, says why) without a CUDA GPU and vLLM
+refusal         bench_refusal.py           how long the run scripts' launcher takes to refuse a bad
+                                           argument or variable (whole process), next to import torch
 ==============  =========================  ======================================================
 
 Each benchmark prints its full report, then one ``HEADLINE`` line (``headline.py``); at the end this
@@ -69,6 +71,8 @@ BENCHMARKS = (
               ("--steps", "12", "--grid", "1,1", "4,1")),
     Benchmark("gpu", "bench_gpu.py", "sync vs delayed_sync on one GPU with vLLM, losses on CUDA (skipped without a GPU)",
               ("--steps", "6", "--modes", "sync,delayed_3_1", "--repeats", "20")),
+    Benchmark("refusal", "bench_refusal.py", "time to refuse a bad launcher argument or variable, next to import torch",
+              ("--repeats", "2")),
 )
 
 

@@ -2,7 +2,9 @@
 
 One function, :func:`check_run_config`, owns the checks that verl's ``validate_config`` does not run for us:
 the batch arithmetic (per trainer rank too), a CPU run's topology (:mod:`verl_ext.cpu.topology`), the
-``trainer.v1.delayed_sync`` block (in every trainer mode),
+``trainer.v1.delayed_sync`` block (in every trainer mode; outside ``delayed_sync`` a key set to another value
+than its default is refused, it would be ignored), ``trainer.logger`` (each name a backend of verl's
+``Tracking``, which otherwise fails only inside Ray),
 ``algorithm.red_drop_seed``, the actor's learning rate and, when the custom reward function is verl-ext's,
 its ``reward_kwargs`` and the ``VERL_EXT_MATH_*`` variables (else the first batch would fail on them, after
 Ray and the engine have started). The policy-loss keys are checked when verl builds the actor config
@@ -42,6 +44,7 @@ RED_DROP_SEED = "algorithm.red_drop_seed"
 LEARNING_RATE = "actor_rollout_ref.actor.optim.lr"
 REWARD_FUNCTION = "reward.custom_reward_function"
 TRAINER_MODE = "trainer.v1.trainer_mode"
+LOGGER = "trainer.logger"
 
 
 def check_run_config(config) -> dict:
@@ -60,6 +63,7 @@ def check_run_config(config) -> dict:
     if seed is not None:
         require_int(RED_DROP_SEED, seed, 0, "RED-Drop seeds its generator with it (null: the default seed 1).")
     require_number(LEARNING_RATE, _value(config, LEARNING_RATE), "a finite number >= 0", low=0)
+    check_logger(config)
     check_verl_ext_reward_options(config)
     return check_what_workers_look_up(config)
 
@@ -95,6 +99,21 @@ def check_what_workers_look_up(config) -> dict:
 
 def _value(config, key: str) -> Any:
     return OmegaConf.select(config, key, default=None)
+
+
+def check_logger(config) -> None:
+    """``trainer.logger``: a backend name or a list of them, each one verl's ``Tracking`` has (its constructor
+    asserts it, in the TaskRunner, after Ray and the workers started)."""
+    from verl.utils.tracking import Tracking
+
+    allowed = [*Tracking.supported_backend, "tracking"]  # "tracking": verl's deprecated name of wandb
+    value = _value(config, LOGGER)
+    if OmegaConf.is_list(value):
+        value = OmegaConf.to_container(value, resolve=True)
+    names = [value] if isinstance(value, str) else value if isinstance(value, list) else None
+    if names is None or not all(isinstance(name, str) and name in allowed for name in names):
+        reject(LOGGER, value, f"a list of verl's logger backends ({', '.join(allowed)})",
+               "verl's Tracking refuses any other name, but only once Ray and the workers are up.")
 
 
 def uses_verl_ext_rewards(path: Any) -> bool:
