@@ -200,13 +200,15 @@ def run_main_ppo(
     """Run ``python -m verl.trainer.main_ppo`` for ``run`` in a child process (its own Ray cluster).
 
     Output goes to ``<run dir>/main_ppo.log`` (and to this process's stdout too with ``echo``); the result
-    carries :class:`verl_ext.cpu.run_monitor.RunMeasurements` (start-up, teardown, peak memory).
+    carries :class:`verl_ext.cpu.run_monitor.RunMeasurements` (start-up, teardown, peak memory). With
+    ``trainer.nnodes > 1`` the run joins a local cluster of that many nodes started for it (its start and
+    stop count in the result's ``wall_seconds``, not in the measurements; its processes' CPU time and memory
+    while the run lasts do).
     """
-    from verl_ext.cpu.run_monitor import run_and_measure
-
     from contextlib import nullcontext
 
     from verl_ext.cpu.local_cluster import LocalRayCluster, cluster_processes
+    from verl_ext.cpu.run_monitor import run_and_measure
 
     paths = run_paths(base_dir, run)
     _prepare_run_dir(paths)
