@@ -4,9 +4,9 @@ One function, :func:`check_run_config`, owns the checks that verl's ``validate_c
 the batch arithmetic (per trainer rank too), a CPU run's topology (:mod:`verl_ext.cpu.topology`), the
 ``trainer.v1.delayed_sync`` block (in every trainer mode; outside ``delayed_sync`` a key set to another value
 than its default is refused, it would be ignored), ``trainer.logger`` (each name a backend of verl's
-``Tracking``, which otherwise fails only inside Ray),
-``algorithm.red_drop_seed``, the actor's learning rate and, when the custom reward function is verl-ext's,
-its ``reward_kwargs`` and the ``VERL_EXT_MATH_*`` variables (else the first batch would fail on them, after
+``Tracking``, which otherwise fails only inside Ray), ``algorithm.red_drop_seed``, the rollout seed of
+verl-ext's seeded agent loop, the actor's learning rate and, when the custom reward function is verl-ext's, its
+``reward_kwargs`` and the ``VERL_EXT_MATH_*`` variables (else the first batch would fail on them, after
 Ray and the engine have started). The policy-loss keys are checked when verl builds the actor config
 (:mod:`verl_ext.config`, from inside ``validate_config``).
 
@@ -45,6 +45,8 @@ LEARNING_RATE = "actor_rollout_ref.actor.optim.lr"
 REWARD_FUNCTION = "reward.custom_reward_function"
 TRAINER_MODE = "trainer.v1.trainer_mode"
 LOGGER = "trainer.logger"
+ROLLOUT_SEED = "actor_rollout_ref.rollout.seed"
+DEFAULT_AGENT_LOOP = "actor_rollout_ref.rollout.agent.default_agent_loop"
 
 
 def check_run_config(config) -> dict:
@@ -64,6 +66,7 @@ def check_run_config(config) -> dict:
         require_int(RED_DROP_SEED, seed, 0, "RED-Drop seeds its generator with it (null: the default seed 1).")
     require_number(LEARNING_RATE, _value(config, LEARNING_RATE), "a finite number >= 0", low=0)
     check_logger(config)
+    check_sampling_seeds(config)
     check_verl_ext_reward_options(config)
     return check_what_workers_look_up(config)
 
@@ -95,6 +98,26 @@ def check_what_workers_look_up(config) -> dict:
             f"{type(error).__name__}: {error}"
         ) from error
     return resolved
+
+
+def check_sampling_seeds(config) -> None:
+    """With verl-ext's seeded agent loop (:mod:`verl_ext.seeding`): the rollout seed it derives every request's
+    seed from is an integer >= 0, and the trainer is verl's v1 (its agent-loop worker passes the session of
+    each response; the legacy trainer does not, and the first request would fail inside Ray)."""
+    from verl_ext.seeding import SEEDED_AGENT_LOOP
+
+    if _value(config, DEFAULT_AGENT_LOOP) != SEEDED_AGENT_LOOP:
+        return
+    why = f"{DEFAULT_AGENT_LOOP}={SEEDED_AGENT_LOOP} derives every request's seed from it."
+    require_int(ROLLOUT_SEED, _value(config, ROLLOUT_SEED), 0, why)
+    if _value(config, "trainer.use_v1") is False:
+        reject(
+            DEFAULT_AGENT_LOOP,
+            SEEDED_AGENT_LOOP,
+            "an agent loop of verl's own (single_turn_agent) with trainer.use_v1=false",
+            "The seeded agent loop needs verl's v1 trainer, whose agent-loop worker passes each response's "
+            "session_id.",
+        )
 
 
 def _value(config, key: str) -> Any:

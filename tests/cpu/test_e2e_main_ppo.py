@@ -1,18 +1,21 @@
 """verl's real ``main_ppo`` on the CPU backend, one run per algorithm family, asserting on what verl logged.
 
-Four runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
+Five runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
 profile, made by :func:`background_runs` in a child process while the rest of the suite runs
 (tests/background_runs.py). ``rec`` + ``opmd`` goes through the quickstart with two trainer ranks, exactly the
 README's ``python -m verl_ext.cpu.quickstart -- trainer.n_gpus_per_node=2`` (``python -m
 verl.trainer.main_ppo`` in a child process with its own Ray, as a user runs it: two FSDP2 ranks over gloo, two
-rollout replicas), started first and left running beside the other three, which share one Ray start-up
+rollout replicas), started first and left running beside the other four, which share one Ray start-up
 (:class:`verl_ext.cpu.launch.CPURaySession`):
 
 - ``rec`` + ``rec_oneside_nois`` for 2 steps, saving a checkpoint at step 2;
 - that run resumed from its checkpoint for one more step with ``red_weight`` (a checkpoint holds weights,
   optimizer and data position, not the loss: one run checks both the resume and red_weight's step);
 - ``red_drop`` + ``rec_reinforce`` with the actor recomputing pi_old (``bypass_mode=false``), so that
-  verl logs its rollout-vs-actor probability difference.
+  verl logs its rollout-vs-actor probability difference;
+- ``rec`` + ``rec_oneside_nois`` again, with ``trainer.v1.trainer_mode=delayed_sync`` at (m, n) = (1, 0):
+  zero staleness, which must be verl's ``sync`` run above number for number (the same seed: the rollout's
+  per-request seeds, verl_ext.seeding; the same batch order, verl_ext.batch_order).
 
 Evidence comes from verl's file logger (every step's metrics) and the CPU rollout's event log (every
 weight push with the checksum of the weights the rollout then holds), never from exit codes alone.
@@ -32,6 +35,12 @@ FAMILIES = {
 }
 STEPS = 2
 QUICKSTART_TOPOLOGY = ("trainer.n_gpus_per_node=2",)  # the README's multi-rank quickstart
+# delayed_sync with no staleness: a push after every step, each batch generated right after it
+ZERO_STALENESS = (
+    "trainer.v1.trainer_mode=delayed_sync",
+    "trainer.v1.delayed_sync.sync_interval=1",
+    "trainer.v1.delayed_sync.sync_offset=0",
+)
 
 
 def algorithm_overrides(family: str) -> tuple[str, ...]:
@@ -47,7 +56,7 @@ def trained_steps(family: str) -> list[int]:
 
 
 def background_runs(root):
-    """The four runs (in a child process, see the module docstring); the quickstart beside the session."""
+    """The five runs (in a child process, see the module docstring); the quickstart beside the session."""
     from concurrent.futures import ThreadPoolExecutor
 
     from verl_ext.cpu.launch import CPURaySession, CPURun
@@ -77,6 +86,13 @@ def background_runs(root):
             ).raise_for_error()
             results["red_drop"] = session.run(
                 CPURun("red_drop", steps=STEPS, overrides=algorithm_overrides("red_drop"))
+            ).raise_for_error()
+            results["delayed_sync_1_0"] = session.run(
+                CPURun(
+                    "rec_oneside_nois_delayed_sync_1_0",
+                    steps=STEPS,
+                    overrides=(*algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS),
+                )
             ).raise_for_error()
         result, summary = quickstart.result()
         results["opmd"], results["opmd_summary"] = result.raise_for_error(), summary
@@ -203,3 +219,19 @@ def test_the_multi_rank_quickstart_sharded_the_actor_and_served_from_two_replica
     assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16" in runs["opmd_summary"]["command"]
     # two trainer worker processes (Ray prefixes each worker's output with its class and pid)
     assert len(set(re.findall(r"\(WorkerDict pid=(\d+)", result.log_path.read_text()))) == 2
+
+
+def test_delayed_sync_at_zero_staleness_is_verls_sync_step_for_step(runs):
+    """(m, n) = (1, 0) and verl's own sync trainer, same seed and data: every logged number of every step
+    (reward, loss, grad norm, clip fractions, lengths, ...; not the timings and memory) and the checksum of
+    the weights of every push are identical, to the bit."""
+    from verl_ext.cpu.run_comparison import compare_results
+
+    sync, delayed = runs["rec_oneside_nois"], runs["delayed_sync_1_0"]
+    assert [step["staleness/lag"] for step in delayed.steps] == [0.0] * STEPS  # it ran delayed_sync
+    comparison = compare_results(sync, delayed, ignore=("staleness/",))  # only delayed_sync logs staleness/*
+    assert comparison.equal, comparison.report()
+    assert comparison.compared_checksums == STEPS + 1  # versions 0, 1, 2
+    assert comparison.compared_values >= STEPS * 40
+    # the runs trained: a rerun that generated nothing or never stepped would compare equal too
+    assert all(step["actor/grad_norm"] > 0 for step in delayed.steps)

@@ -25,6 +25,7 @@ def test_each_lab_run_composes_and_verl_builds_its_actor_config(name):
     assert ALGORITHMS[name].estimator in ADV_ESTIMATOR_REGISTRY
     assert actor.optim.lr == 0.02 and actor.use_kl_loss and actor.kl_loss_coef == 0
     assert config.data.seed == 3 and config.actor_rollout_ref.rollout.seed == 3
+    assert config.actor_rollout_ref.actor.data_loader_seed == 3 and config.algorithm.red_drop_seed == 3
     block = delayed_sync_config_from(config)
     assert (block.sync_interval, block.sync_offset, block.offline, block.measure_mismatch) == (20, 0, False, False)
 

@@ -304,3 +304,20 @@ def test_zero_variance_masking_outside_delayed_sync_fails_the_dry_run(tmp_path):
     result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert result.ok, result.error
     assert ("zero-variance masking", "on (delayed_sync: equal-reward groups leave the batch, no refill)") in result.lines
+
+
+def test_the_dry_run_shows_the_seeds_and_rejects_a_bad_rollout_seed_of_the_seeded_agent_loop(tmp_path):
+    from verl_ext.seeding import SEEDED_AGENT_LOOP
+
+    seeded = f"actor_rollout_ref.rollout.agent.default_agent_loop={SEEDED_AGENT_LOOP}"
+    cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", seeded, "actor_rollout_ref.rollout.seed=7")
+    result = preflight.preflight(cell.title, cell.main_ppo_args)
+    assert result.ok, result.error
+    seeds = dict(result.lines)["seeds"]
+    assert "actor_rollout_ref.rollout.seed=7" in seeds and f"each request seeded from rollout.seed" in seeds
+    cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo")
+    assert "the engine's own (single_turn_agent" in dict(preflight.preflight(cell.title, cell.main_ppo_args).lines)["seeds"]
+    for bad, allowed in (("actor_rollout_ref.rollout.seed=-1", "an integer >= 0"), ("trainer.use_v1=false", "use_v1=false")):
+        cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", seeded, bad)
+        result = preflight.preflight(cell.title, cell.main_ppo_args)
+        assert not result.ok and allowed in result.error, result.error

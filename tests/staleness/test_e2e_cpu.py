@@ -17,6 +17,11 @@ At every push, every replica must hold the same weights as every other (version,
 checksum of what it holds: :func:`verl_ext.cpu.rollout_events.push_rounds`), and those are the actor's: the
 initial model file at version 0, the sharded checkpoint of the trainer ranks at a version a checkpoint holds
 (:mod:`verl_ext.cpu.sharded_checkpoint`).
+
+With the CPU backend's seeding (the rollout's per-request seeds, the canonical batch order) the overlap run
+must train exactly as the run without overlap, and the resumed run exactly as the uninterrupted one: the
+same logged numbers at every step and the same weights at every push (:mod:`verl_ext.cpu.run_comparison`),
+at world size 2 on two nodes as at world size 1.
 """
 
 import json
@@ -279,6 +284,21 @@ def test_overlap_keeps_the_schedule_prompts_and_pushes(runs):
     assert [event for event in plain.events if event["event"] == "sleep"]  # the plain run's engine sleeps
 
 
+def test_overlap_trains_exactly_as_without_overlap(runs):
+    """Overlap changes when batches are generated, never what: every logged number (rewards, losses, grad
+    norms, lags, ...; not the timings) of every step, every generated response and every pushed weight
+    checksum are those of the run without overlap."""
+    from verl_ext.cpu.run_comparison import compare_results
+
+    plain, overlap = runs["uninterrupted"], runs["overlap"]
+    comparison = compare_results(plain, overlap)
+    assert comparison.equal, comparison.report()
+    assert comparison.compared_checksums == len(pushes(plain)) == 1 + SCHEDULE.sync_count(STEPS)
+    assert comparison.compared_values >= STEPS * 40
+    for step in range(STEPS):
+        assert rollout_dump(runs["dumps"]["overlap"], step) == rollout_dump(runs["dumps"]["uninterrupted"], step), step
+
+
 def test_overlap_hides_generation_behind_training(runs):
     hidden = {name: per_step(runs[name], "staleness/generation_hidden_s") for name in ("uninterrupted", "overlap")}
     waits = {name: per_step(runs[name], "staleness/wait_for_batch_s") for name in ("uninterrupted", "overlap")}
@@ -306,6 +326,21 @@ def test_resume_mid_interval_continues_the_uninterrupted_run(runs):
     version_5 = {push["weight_version"]: push["weight_checksum"] for push in pushes(overlap)}[5]
     assert pushes(resumed)[0]["weight_checksum"] == version_5
     check_checksums_change_only_at_pushes(resumed)
+
+
+def test_resumed_run_logs_the_uninterrupted_runs_numbers(runs):
+    """Resumed mid-interval (with batches still generating when the checkpoint was written): from the step
+    after the checkpoint on, every logged number and the pushed weights are those of the uninterrupted run,
+    step 7 included, whose batch the resumed run generated itself (the same prompts, the same seeds)."""
+    from verl_ext.cpu.run_comparison import compare_results
+
+    overlap, resumed = runs["overlap"], runs["resumed"]
+    resumed_global_steps = range(RESUME_AT + 1, STEPS + 1)
+    assert [record["step"] for record in resumed.steps] == list(resumed_global_steps)
+    comparison = compare_results(overlap, resumed, steps=resumed_global_steps, versions=[5])
+    assert comparison.equal, comparison.report()
+    assert comparison.compared_values >= len(resumed_global_steps) * 40
+    assert rollout_dump(runs["dumps"]["resumed"], 6) == rollout_dump(runs["dumps"]["overlap"], 6)
 
 
 def test_offline_never_pushes_after_the_start(runs):

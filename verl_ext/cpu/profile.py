@@ -32,6 +32,7 @@ from verl_ext.cpu.topology import (
     override_value,
     ray_init_overrides,
 )
+from verl_ext.seeding import SEEDED_AGENT_LOOP
 
 # Why each environment variable is set.
 ENVIRONMENT_REASONS = {
@@ -74,6 +75,7 @@ OVERRIDE_REASONS = {
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "each rank's share of the batch in one forward pass",
     "actor_rollout_ref.rollout.agent.num_workers": "one agent-loop worker process per trainer rank (verl splits each "
     "batch over them)",
+    "actor_rollout_ref.rollout.agent.default_agent_loop": "each request its own sampling seed: a run is a function of its seeds",
     "actor_rollout_ref.rollout.calculate_log_probs": "the rollout returns per-token log-probs (pi_old in bypass mode)",
     "reward.num_workers": "one reward-loop worker process",
     "reward.custom_reward_function.path": "the counting task's reward",
@@ -143,6 +145,7 @@ def cpu_overrides(
         "actor_rollout_ref.rollout.n": rollout_n,
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": sizes.log_prob_micro_batch_per_rank,
         "actor_rollout_ref.rollout.agent.num_workers": sizes.agent_loop_workers,
+        "actor_rollout_ref.rollout.agent.default_agent_loop": SEEDED_AGENT_LOOP,
         "actor_rollout_ref.rollout.calculate_log_probs": True,
         "reward.num_workers": 1,
         "reward.custom_reward_function.path": "pkg://verl_ext.tiny.task",

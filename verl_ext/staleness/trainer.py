@@ -38,6 +38,7 @@ import transfer_queue as tq
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer, register_trainer
 from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+from verl.utils import tensordict_utils as tu
 from verl.utils.debug import marked_timer
 from verl.workers.utils.padding import response_from_nested
 
@@ -358,7 +359,10 @@ class DelayedSyncTrainer(PPOTrainer):
         ``overlap`` (then the steps and the next push wait, see :class:`GenerationTracker`).
 
         Each batch is the next ``data.train_batch_size`` prompts of the dataloader, in step order, so the
-        data stream is the one of an uninterrupted ``sync`` run.
+        data stream is the one of an uninterrupted ``sync`` run. Its ``global_steps`` is the global step that
+        trains on it (step + 1), as in ``sync``, where a batch is generated at the step that uses it: the
+        rollout's per-request sampling seeds derive from it (:mod:`verl_ext.seeding`), so with the same seed
+        a step's batch is the same in every mode.
         """
         if self._rollout_version != version:
             raise RuntimeError(
@@ -367,12 +371,13 @@ class DelayedSyncTrainer(PPOTrainer):
             )
         for step in steps:
             batch = self._next_train_batch()
+            tu.assign_non_tensor_data(batch, "global_steps", step + 1)
             step_uids = [str(uid) for uid in batch["uid"]]
             tags = [
                 {
                     "is_prompt": True,
                     "status": "pending",
-                    "global_steps": self.global_steps,
+                    "global_steps": step + 1,
                     STEP_TAG: step,
                     BEHAVIOUR_VERSION_TAG: version,
                 }
