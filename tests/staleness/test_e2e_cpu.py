@@ -13,6 +13,12 @@ resume from the overlap run's mid-interval checkpoint; and offline with zero-var
 that is constant for the odd prompts, tests/staleness/odd_count_reward.py). :func:`background_runs` makes
 them in a child process while the rest of the suite runs (tests/background_runs.py).
 
+Data-parallel invariance in the real loop: the first step of the uninterrupted run (REC-OneSide-NoIS, the
+behaviour policy as pi_old) and of the offline run (off-policy GRPO in decoupled mode: pi_k recomputed by
+the two ranks, the rollout's log-probs as importance weights) are made again at world size 1, in the same
+session (``*_ws1``, one step each). Every run takes two epochs over its batch (``ppo_epochs=2``), so that
+step 1's loss and clip fraction are not trivially those of pi_theta = pi_old.
+
 At every push, every replica must hold the same weights as every other (version, checksum of what arrived,
 checksum of what it holds: :func:`verl_ext.cpu.rollout_events.push_rounds`), and those are the actor's: the
 initial model file at version 0, the sharded checkpoint of the trainer ranks at a version a checkpoint holds
@@ -30,6 +36,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES
 from tests.staleness import odd_count_reward
 from verl_ext.cpu.rollout_events import push_rounds, replica_nodes
 from verl_ext.staleness.schedule import StalenessSchedule
@@ -52,12 +59,15 @@ SMALL_BATCHES = (
 )
 NODES, RANKS = 2, 2
 TOPOLOGY = (f"trainer.nnodes={NODES}", f"trainer.n_gpus_per_node={RANKS // NODES}")
-COMMON = (
+# two epochs over each batch: the second sees pi_theta != pi_old, so step 1's loss and clip fraction say something
+TWO_EPOCHS = "actor_rollout_ref.actor.ppo_epochs=2"
+COMMON_WS1 = (
     "trainer.v1.trainer_mode=delayed_sync",
     "actor_rollout_ref.rollout.free_cache_engine=True",  # vLLM's contract: sleep discards the weights
     *SMALL_BATCHES,
-    *TOPOLOGY,
+    TWO_EPOCHS,
 )
+COMMON = (*COMMON_WS1, *TOPOLOGY)
 # the uninterrupted run's checkpoints: global_step_2 holds version 2, which the sync after step 1 pushes
 UNINTERRUPTED_SAVE_FREQ = 2
 KNOBS = ("trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1")
@@ -67,10 +77,17 @@ ZERO_VARIANCE_MASKING = (
     f"reward.custom_reward_function.path={Path(odd_count_reward.__file__).resolve()}",
     "reward.custom_reward_function.name=compute_score",
 )
+# the offline run: off-policy GRPO in decoupled mode, with zero-variance masking (its documented setting)
+OFFLINE = (
+    "trainer.v1.delayed_sync.offline=true",
+    *ZERO_VARIANCE_MASKING,
+    "actor_rollout_ref.actor.policy_loss.loss_mode=offpolicy_grpo",
+    *OFFPOLICY_GRPO_OVERRIDES,
+)
 
 
 def background_runs(root):
-    """The four runs, in a child process while the rest of the suite runs (tests/background_runs.py)."""
+    """The six runs, in a child process while the rest of the suite runs (tests/background_runs.py)."""
     import time
 
     from verl_ext.cpu import launch
@@ -117,19 +134,22 @@ def background_runs(root):
             launch.CPURun(
                 name="offline",
                 steps=OFFLINE_STEPS,
-                overrides=(
-                    *COMMON,
-                    "trainer.v1.delayed_sync.offline=true",
-                    *ZERO_VARIANCE_MASKING,
-                    f"trainer.rollout_data_dir={dumps['offline']}",
-                ),
+                overrides=(*COMMON, *OFFLINE, f"trainer.rollout_data_dir={dumps['offline']}"),
             )
         ).raise_for_error()
+        # the same first steps with one trainer rank (one node of the cluster)
+        uninterrupted_ws1 = session.run(
+            launch.CPURun(name="delayed_3_1_ws1", steps=1, overrides=(*COMMON_WS1, *KNOBS))
+        ).raise_for_error()
+        offline_ws1 = session.run(launch.CPURun(name="offline_ws1", steps=1, overrides=(*COMMON_WS1, *OFFLINE))).raise_for_error()
     print(f"two-node cluster and Ray: {cluster_start:.0f} s")
-    for result in (uninterrupted, overlap, resumed, offline):
-        print(f"{result.run.name}: {result.wall_seconds:.0f} s")
-    return {"uninterrupted": uninterrupted, "overlap": overlap, "resumed": resumed, "offline": offline, "dumps": dumps,
-            "assets": assets}
+    results = {"uninterrupted": uninterrupted, "overlap": overlap, "resumed": resumed, "offline": offline,
+               "uninterrupted_ws1": uninterrupted_ws1, "offline_ws1": offline_ws1}
+    for result in results.values():
+        measured = result.measurements
+        print(f"{result.run.name}: {measured.wall_seconds:.0f} s wall, {measured.cpu_seconds:.0f} CPU-s, "
+              f"{measured.peak_pss_bytes / 2**30:.1f} GiB peak PSS")
+    return {**results, "dumps": dumps, "assets": assets, "cluster_start_seconds": cluster_start}
 
 
 @pytest.fixture(scope="module")
@@ -381,3 +401,63 @@ def test_zero_variance_masking_trains_on_the_other_groups(runs):
     assert all(norm > 0 for norm in grad_norms.values())
     # the run covered a partial batch (padding on the real worker)
     assert any(0 < count < TRAIN_BATCH_SIZE for count in trained_group_counts), trained_group_counts
+
+
+# Metrics verl reduces per rank before it averages over the ranks (verl's Metric with MEAN aggregation: the
+# loss's diagnostics, each a fraction or mean of the rank's own tokens; ratio_max, the mean of the ranks'
+# maxima), and those that describe the ranks themselves (verl's batch balancing). Everything else logged at
+# step 1 must agree between world sizes to float rounding.
+PER_RANK = ("actor/pg_clipfrac", "actor/pg_clipfrac_positive", "actor/pg_clipfrac_negative", "actor/ppo_kl",
+            "actor/ratio_mean", "actor/ratio_max", "global_seqlen/")
+DATA_PARALLEL_PAIRS = [("uninterrupted", "uninterrupted_ws1"), ("offline", "offline_ws1")]
+
+
+@pytest.mark.parametrize("ws2, ws1", DATA_PARALLEL_PAIRS)
+def test_step_1_is_the_same_at_world_size_1_and_2(runs, ws2, ws1):
+    """The same first batch (same prompts, same per-request seeds, the same initial weights) trained by one rank
+    and by two on two nodes: reward, advantages, lengths, the loss (verl's global token normalisation through
+    ``global_batch_info``: each rank's share of the global mean), the entropy, the grad norm (of the reduced
+    gradient), both epochs included, agree to float rounding (``REDUCTION_ORDER``: 1e-6 + 1e-5 relative)."""
+    from verl_ext.cpu.run_comparison import REDUCTION_ORDER, compare_results
+
+    one, two = runs[ws1], runs[ws2]
+    comparison = compare_results(one, two, steps=[1], tolerance=REDUCTION_ORDER, compare_checksums=False,
+                                 ignore=(*PER_RANK, "staleness/"))
+    assert comparison.equal, comparison.report()
+    assert comparison.compared_values >= 30
+    step = two.steps[0]
+    # the second epoch trained with pi_theta != pi_old: a loss and clipping to compare, not zeros
+    assert abs(step["actor/pg_loss"]) > 1e-4 and step["actor/grad_norm"] > 0
+    assert one.steps[0]["actor/pg_clipfrac"] > 0 and step["actor/pg_clipfrac"] > 0
+    assert step["staleness/lag"] == one.steps[0]["staleness/lag"] == 0.0
+
+
+def rank_fractions(fraction_ws1: float, epochs: int, tokens: tuple[int, int]) -> set[float]:
+    """What verl logs at world size 2 for a clip fraction that is ``fraction_ws1`` at world size 1, over all ways
+    the same clipped tokens can fall on two ranks holding ``tokens`` response tokens.
+
+    At world size 1 the loss logs c / N per epoch (c clipped of N tokens; the first epoch clips none:
+    pi_theta = pi_old), verl averages the epochs: f1 = c / (E N). At world size 2 each rank logs its own
+    c_r / n_r and verl averages ranks, then epochs: f2 = (c_0 / n_0 + c_1 / n_1) / (2 E), c_0 + c_1 = c.
+    """
+    n0, n1 = tokens
+    clipped = round(fraction_ws1 * epochs * (n0 + n1))
+    assert abs(clipped - fraction_ws1 * epochs * (n0 + n1)) < 1e-3, "not a whole number of clipped tokens"
+    return {(c0 / n0 + (clipped - c0) / n1) / (2 * epochs)
+            for c0 in range(max(0, clipped - n1), min(clipped, n0) + 1)}
+
+
+def test_the_clip_fraction_is_verls_mean_over_ranks_of_the_same_clipped_tokens(runs):
+    """``actor/pg_clipfrac`` is not the same number at world size 2: verl averages each rank's fraction of its
+    own tokens, and the ranks hold 3 +- a few tokens apart. It is what the same clipped tokens give under that
+    reduction: the logged value is one of the splits of world size 1's clipped count over the two ranks'
+    token counts (verl logs each rank's tokens, prompt + response, as global_seqlen/balanced_min and _max;
+    every prompt has the same length and every rank holds the same number of responses)."""
+    one, two = runs["uninterrupted_ws1"].steps[0], runs["uninterrupted"].steps[0]
+    assert two["prompt_length/min"] == two["prompt_length/max"]
+    prompt_tokens = int(two["prompt_length/min"]) * TRAIN_BATCH_SIZE * ROLLOUT_N // RANKS
+    tokens = (int(two["global_seqlen/balanced_min"]) - prompt_tokens, int(two["global_seqlen/balanced_max"]) - prompt_tokens)
+    assert sum(tokens) == round(one["response_length/mean"] * TRAIN_BATCH_SIZE * ROLLOUT_N)
+    for name in ("actor/pg_clipfrac", "actor/pg_clipfrac_positive", "actor/pg_clipfrac_negative"):
+        possible = rank_fractions(one[name], epochs=2, tokens=tokens)
+        assert any(abs(two[name] - value) < 1e-6 for value in possible), (name, one[name], two[name], sorted(possible))
