@@ -11,9 +11,10 @@ time of the step's parts verl logs (generation, actor update, weight push), CPU-
 every process of the run (:mod:`verl_ext.cpu.run_monitor`). With ``--repeats`` > 1 the topologies alternate
 and medians are reported.
 
-On a 2-core machine a second rank cannot make a step faster: both ranks compute on the same two cores, and
-gloo's collectives and a second set of worker processes cost more than the halved per-rank batch saves. The
-figures say by how much -- a figure to report, not a target.
+On two cores the two ranks share the machine: the actor's update does not get faster (gloo's collectives
+and a second worker process cost about what the halved per-rank batch saves), but generation does -- each
+request is generated alone (exact seeding) and two replicas generate at once -- while start-up, CPU-seconds
+and memory grow with the second set of worker processes. A figure to report, not a target.
 """
 
 from __future__ import annotations
