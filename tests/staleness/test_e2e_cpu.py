@@ -1,16 +1,16 @@
 """delayed_sync end to end on verl's distributed path: real ``main_ppo`` on the CPU backend, two trainer ranks
 on two Ray nodes.
 
-Every run has world size 2 on a local cluster of two Ray nodes (``trainer.nnodes=2``,
+Four runs have world size 2 on a local cluster of two Ray nodes (``trainer.nnodes=2``,
 :mod:`verl_ext.cpu.local_cluster`): two FSDP2 ranks over gloo, one rollout replica per rank on its rank's
 node, two agent-loop workers over which verl splits each batch, sharded checkpoints (one file per rank).
 The CPU rollout keeps vLLM's contract (``free_cache_engine=True``: sleep discards the weights, generating
 before the next push raises) and logs every weight event of every replica with a checksum of the weights it
-holds (:mod:`verl_ext.cpu.rollout_events`). Four runs share the cluster (:class:`CPURaySession`):
-(3, 1) over 7 steps; the same with ``overlap=true`` (a resident engine generating in the background: the
+holds (:mod:`verl_ext.cpu.rollout_events`). They share the cluster (:class:`CPURaySession`) with two short
+runs at world size 1 (below): (3, 1) over 7 steps; the same with ``overlap=true`` (a resident engine generating in the background: the
 rollout servers and the trainer's actors are separate processes, so the overlap is real) and checkpoints; a
-resume from the overlap run's mid-interval checkpoint; and offline with zero-variance masking (a reward
-that is constant for the odd prompts, tests/staleness/odd_count_reward.py). :func:`background_runs` makes
+resume from the overlap run's mid-interval checkpoint; and offline with off-policy GRPO and zero-variance
+masking (a reward that is constant for the odd prompts, tests/staleness/odd_count_reward.py). :func:`background_runs` makes
 them in a child process while the rest of the suite runs (tests/background_runs.py).
 
 Data-parallel invariance in the real loop: the first step of the uninterrupted run (REC-OneSide-NoIS, the
