@@ -205,3 +205,13 @@ def test_a_two_node_cpu_smoke_runs_inside_a_local_cluster_that_is_gone_afterward
     assert env[RAY_ADDRESS_ENV].startswith("127.0.0.1:") and env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN"]
     assert "+ray_kwargs.ray_init.address=${oc.env:VERL_EXT_CPU_RAY_ADDRESS,local}" in argv
     assert not cluster & set(cluster_processes())  # and stopped when it ended
+
+
+def test_a_world_size_that_cannot_fit_in_memory_is_refused_naming_the_key():
+    from verl_ext.cpu.topology import check_memory
+
+    check_memory(Topology(1, 2), total_bytes=24 * 2**30)
+    with pytest.raises(ConfigError, match=r"trainer\.n_gpus_per_node=16 is invalid: allowed values are a world size of at most 13"):
+        check_memory(Topology(1, 16), total_bytes=24 * 2**30)
+    with pytest.raises(ConfigError, match=r"trainer\.nnodes x trainer\.n_gpus_per_node='2 x 8'"):
+        check_memory(Topology(2, 8), total_bytes=24 * 2**30)

@@ -34,7 +34,7 @@ from typing import Any, Optional, Sequence
 
 from verl_ext.cpu.profile import cpu_environment, cpu_overrides_for
 from verl_ext.cpu.rollout_events import read_rollout_events
-from verl_ext.cpu.topology import Topology
+from verl_ext.cpu.topology import Topology, check_memory
 from verl_ext.experiments.overrides import merge_overrides
 from verl_ext.experiments.run_names import check_name
 from verl_ext.metrics_file import file_logger_path, read_metrics_file
@@ -215,6 +215,7 @@ def run_main_ppo(
     command = main_ppo_command(run, base_dir, assets_dir)  # a bad topology or batch size fails here, before Ray
     env = {**os.environ, **cpu_environment(), "VERL_FILE_LOGGER_PATH": str(paths["metrics"])}
     topology = run.topology
+    check_memory(topology)  # before a cluster starts (main_ppo's driver checks it again)
     started = time.perf_counter()
     cluster = (
         LocalRayCluster(topology.nnodes, topology.n_gpus_per_node, env=cpu_environment(), log_dir=paths["run_dir"] / "ray_nodes")
@@ -329,6 +330,7 @@ class CPURaySession:
 
         if ray.is_initialized():
             raise RuntimeError("CPURaySession starts its own Ray cluster; Ray is already initialised in this process")
+        check_memory(self.topology)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self._set_environment()
         self._select_cpu_platform()

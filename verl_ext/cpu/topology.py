@@ -62,6 +62,10 @@ BUNDLE_CPUS = 3
 BASE_CPUS = 16
 # what verl's actors hold besides the bundles: the TaskRunner (num_cpus=1) and each reward worker (num_cpus=1)
 TASK_RUNNER_CPUS = 1
+# Memory of a CPU run on the tiny model, measured (benchmarks/bench_scale.py, peak PSS of every process):
+# 5.5 GiB at world size 1, 7.1 at 2 -- each further rank adds a trainer worker, a rollout server and an
+# agent-loop worker. Rounded down: a lower bound of what a run needs (a larger model needs more).
+RUN_GIB, RANK_GIB = 5.0, 1.5
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,11 @@ class Topology:
     @property
     def world_size(self) -> int:
         return self.nnodes * self.n_gpus_per_node
+
+    @property
+    def memory_lower_bound_gib(self) -> float:
+        """Memory a CPU run of this world size needs at least, every node being on this machine."""
+        return RUN_GIB + RANK_GIB * (self.world_size - 1)
 
     @property
     def logical_cpus_per_node(self) -> int:
@@ -187,6 +196,26 @@ def check_cpu_rollout_parallelism(config: Any) -> None:
             )
 
 
+def check_memory(topology: Topology, total_bytes: int | None = None) -> None:
+    """Refuse a world size whose CPU run cannot fit in this machine's memory even at the tiny model's needs
+    (every rank's processes run here; Ray's memory monitor would kill workers and verl would wait for them)."""
+    if total_bytes is None:
+        import psutil
+
+        total_bytes = psutil.virtual_memory().total
+    total_gib = total_bytes / 2**30
+    if topology.memory_lower_bound_gib > total_gib:
+        most = int((total_gib - RUN_GIB) // RANK_GIB) + 1
+        reject(
+            N_GPUS_PER_NODE if topology.nnodes == 1 else f"{NNODES} x {N_GPUS_PER_NODE}",
+            f"{topology.nnodes} x {topology.n_gpus_per_node}" if topology.nnodes > 1 else topology.n_gpus_per_node,
+            f"a world size of at most {max(most, 0)} on this machine ({total_gib:.0f} GiB)",
+            f"A CPU run needs at least {RUN_GIB:g} GiB plus {RANK_GIB:g} GiB per further trainer rank (its trainer "
+            f"worker, rollout server and agent-loop worker; measured on the tiny model): "
+            f"{topology.memory_lower_bound_gib:g} GiB for {topology.world_size} ranks.",
+        )
+
+
 def check_cpu_topology(config: Any) -> None:
     """What a CPU run's topology needs from Ray, checked before Ray starts (see the module docstring)."""
     check_cpu_rollout_parallelism(config)
@@ -196,6 +225,7 @@ def check_cpu_topology(config: Any) -> None:
     if not (is_int(nnodes) and is_int(gpus)):
         return  # check_batch_arithmetic names them
     topology = Topology(nnodes, gpus)
+    check_memory(topology)
     address = _select(config, RAY_ADDRESS)
     starts_its_own_ray = address in (None, "", LOCAL_RAY)
     if topology.nnodes > 1 and starts_its_own_ray:
