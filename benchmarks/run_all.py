@@ -15,6 +15,8 @@ data_prep       bench_data_prep.py         preprocessing throughput (rows/s) of 
 rewards         bench_rewards.py           latency and throughput of every reward scorer
 cpu_backend     bench_cpu_backend.py       the CPU backend: start-up time and training steps per
                                            second of verl's main_ppo on the tiny model
+scale           bench_scale.py             the CPU backend at world size 1 vs 2 (and two Ray nodes):
+                                           start-up, s/step, CPU-seconds, peak memory, same work
 overlap         bench_overlap.py           delayed_sync steps/s with and without overlap at (1,1),
                                            (4,1), (4,4), sync mode, and the limit max(train, gen)
 gpu             bench_gpu.py               one GPU with vLLM: sync vs delayed_sync (1,0) (3,1) (8,0)
@@ -63,6 +65,8 @@ BENCHMARKS = (
     Benchmark("rewards", "bench_rewards.py", "reward scorer latency and throughput"),
     Benchmark("cpu_backend", "bench_cpu_backend.py", "CPU backend start-up and steps per second",
               ("--steps", "20", "--session-runs", "2")),
+    Benchmark("scale", "bench_scale.py", "CPU backend at world size 1 vs 2: start-up, s/step, CPU-s, memory",
+              ("--steps", "6")),
     Benchmark("overlap", "bench_overlap.py", "delayed_sync with and without overlap vs sync mode, and the limit",
               ("--steps", "12", "--grid", "1,1", "4,1")),
     Benchmark("gpu", "bench_gpu.py", "sync vs delayed_sync on one GPU with vLLM, losses on CUDA (skipped without a GPU)",

@@ -135,15 +135,19 @@ def test_m2po_masks_within_each_micro_batch_and_aggregates_with_the_global_norma
     assert not torch.allclose(torch.cat(split_gradient), whole_gradient)  # the masks differ: the split matters
 
 
-def test_data_parallel_ranks_add_up_to_the_whole_batch():
-    """With dp_size=2 each rank's loss is scaled so that the averaged gradient equals the whole batch's."""
+@pytest.mark.parametrize("agg_mode", ["token-mean", "seq-mean-token-mean"])
+@pytest.mark.parametrize("loss_mode", sorted(set(POLICY_LOSSES) - BATCH_STATISTIC_LOSSES))
+def test_data_parallel_ranks_add_up_to_the_whole_batch(loss_mode, agg_mode):
+    """With dp_size=2 each rank's loss is scaled so that the averaged gradient equals the whole batch's: every
+    loss, as the real loop at world size 2 needs (tests/staleness/test_e2e_cpu.py runs two of them there)."""
     batch = worker_batch(seed=2)
     response_mask = batch[1]
     tokens = int(response_mask.sum())
     whole_loss, _, whole_gradient = run_ppo_loss(
-        "rec_oneside_is", [0, 1, 2, 3, 4, 5], batch, dict(dp_size=1, batch_num_tokens=tokens, global_batch_size=6)
+        loss_mode, [0, 1, 2, 3, 4, 5], batch, dict(dp_size=1, batch_num_tokens=tokens, global_batch_size=6), agg_mode
     )
-    ranks = [run_ppo_loss("rec_oneside_is", rows, batch, dict(dp_size=2, batch_num_tokens=tokens, global_batch_size=6)) for rows in ([0, 1, 2], [3, 4, 5])]
+    ranks = [run_ppo_loss(loss_mode, rows, batch, dict(dp_size=2, batch_num_tokens=tokens, global_batch_size=6), agg_mode)
+             for rows in ([0, 1, 2], [3, 4, 5])]
     averaged_loss = (ranks[0][0] + ranks[1][0]) / 2  # DDP/FSDP average over ranks
     torch.testing.assert_close(averaged_loss, whole_loss, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(torch.cat([ranks[0][2], ranks[1][2]]) / 2, whole_gradient, rtol=1e-5, atol=1e-7)

@@ -2,9 +2,11 @@
 
 Five runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
 profile, made by :func:`background_runs` in a child process while the rest of the suite runs
-(tests/background_runs.py). ``rec`` + ``opmd`` goes through the quickstart (``python -m
-verl.trainer.main_ppo`` in a child process with its own Ray, as a user runs it), started first and left
-running beside the other four, which share one Ray start-up (:class:`verl_ext.cpu.launch.CPURaySession`):
+(tests/background_runs.py). ``rec`` + ``opmd`` goes through the quickstart with two trainer ranks, exactly the
+README's ``python -m verl_ext.cpu.quickstart -- trainer.n_gpus_per_node=2`` (``python -m
+verl.trainer.main_ppo`` in a child process with its own Ray, as a user runs it: two FSDP2 ranks over gloo, two
+rollout replicas), started first and left running beside the other four, which share one Ray start-up
+(:class:`verl_ext.cpu.launch.CPURaySession`):
 
 - ``rec`` + ``rec_oneside_nois`` for 2 steps, saving a checkpoint at step 2;
 - that run resumed from its checkpoint for one more step with ``red_weight`` (a checkpoint holds weights,
@@ -32,6 +34,7 @@ FAMILIES = {
     "opmd": ("rec", "opmd", ()),
 }
 STEPS = 2
+QUICKSTART_TOPOLOGY = ("trainer.n_gpus_per_node=2",)  # the README's multi-rank quickstart
 # delayed_sync with no staleness: a push after every step, each batch generated right after it
 ZERO_STALENESS = (
     "trainer.v1.trainer_mode=delayed_sync",
@@ -65,7 +68,8 @@ def background_runs(root):
     results = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         quickstart = pool.submit(
-            run_quickstart, steps=STEPS, estimator="rec", loss="opmd", out=root / "quickstart", assets=assets, echo=False
+            run_quickstart, steps=STEPS, estimator="rec", loss="opmd", out=root / "quickstart", assets=assets, echo=False,
+            extra_overrides=QUICKSTART_TOPOLOGY,
         )
         with CPURaySession(root / "cpu_e2e", assets) as session:
             first = session.run(
@@ -113,8 +117,16 @@ def expected_loss_metrics(loss_mode: str) -> set[str]:
     return {f"actor/{name}" for name in terms.metrics}
 
 
+def replicas(result) -> int:
+    """One rollout replica per trainer rank."""
+    return result.run.topology.world_size
+
+
 def pushes(result) -> list[dict]:
-    return [event for event in result.events if event["event"] == "update_weights"]
+    """One entry per push to every replica; all replicas hold the same weights after each (else it raises)."""
+    from verl_ext.cpu.rollout_events import push_rounds
+
+    return push_rounds(result.events, replicas(result))
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -139,15 +151,18 @@ def test_rollout_checksum_changes_at_every_weight_push(runs, family):
     assert [push["weight_version"] for push in pushes(result)] == list(range(trained[0] - 1, trained[-1] + 1))
     checksums = [push["weight_checksum"] for push in pushes(result)]
     assert all(checksums) and all(a != b for a, b in zip(checksums, checksums[1:]))
-    # colocated with the trainer, the rollout discards its weights at every sleep (vLLM level 2) ...
+    # colocated with the trainer, every replica discards its weights at every sleep (vLLM level 2) ...
     sleeps = [event for event in events if event["event"] == "sleep"]
     assert sleeps and all(event["weights"] == "discarded" and event["level"] == 2 for event in sleeps)
     # ... and every push that follows refills them from nothing
-    assert all(push["previous_checksum"] is None for push in pushes(result))
+    assert all(event["previous_checksum"] is None for event in events if event["event"] == "update_weights")
     from verl_ext.cpu.profile import DEFAULTS
 
-    served = [event["requests_served"] for event in sleeps]
-    assert served[-len(trained):] == [DEFAULTS["train_batch_size"] * DEFAULTS["rollout_n"]] * len(trained)
+    # each step's requests (prompts x responses), spread over the replicas by verl's load balancer
+    served = [[event["requests_served"] for event in sleeps if event["replica_rank"] == rank] for rank in range(replicas(result))]
+    per_step = [sum(counts) for counts in zip(*(replica[-len(trained):] for replica in served))]
+    assert per_step == [DEFAULTS["train_batch_size"] * DEFAULTS["rollout_n"]] * len(trained)
+    assert all(sum(replica) > 0 for replica in served)
 
 
 @pytest.mark.parametrize("family", ["rec_oneside_nois", "red_weight", "opmd"])
@@ -184,10 +199,26 @@ def test_checkpoint_resume_continues_the_step_count_and_the_weights(runs):
 def test_quickstart_summary_is_measured(runs):
     summary = runs["opmd_summary"]
     assert summary["steps"] == STEPS and summary["last_step"] == STEPS
+    assert (summary["nnodes"], summary["n_gpus_per_node"], summary["world_size"]) == (1, 2, 2)
     assert 0.0 <= summary["reward_start"] <= 1.0 and 0.0 <= summary["reward_end"] <= 1.0
     assert summary["steps_per_second"] > 0 and summary["startup_seconds"] > 0 and summary["cpu_seconds"] > 10
     assert summary["peak_pss_gib"] > 0.5 and summary["peak_rss_gib"] >= summary["peak_pss_gib"]
     assert summary["command"][1:3] == ["-m", "verl.trainer.main_ppo"]
+    assert "trainer.n_gpus_per_node=2" in summary["command"] and "+ray_kwargs.ray_init.num_gpus=2" in summary["command"]
+
+
+def test_the_multi_rank_quickstart_sharded_the_actor_and_served_from_two_replicas(runs):
+    """`quickstart -- trainer.n_gpus_per_node=2`: verl's FSDP2 engine ran with two ranks (its per-rank
+    micro-batches are the CPU profile's, sized for two) and the rollout had a replica per rank."""
+    from verl_ext.cpu.rollout_events import replica_nodes
+
+    import re
+
+    result = runs["opmd"]
+    assert sorted(replica_nodes(result.events)) == [0, 1]
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16" in runs["opmd_summary"]["command"]
+    # two trainer worker processes (Ray prefixes each worker's output with its class and pid)
+    assert len(set(re.findall(r"\(WorkerDict pid=(\d+)", result.log_path.read_text()))) == 2
 
 
 def test_delayed_sync_at_zero_staleness_is_verls_sync_step_for_step(runs):

@@ -142,7 +142,7 @@ class CPURolloutServer:
         self._engine_lock = asyncio.Lock()
         self._admission = asyncio.Event()
         self._admission.set()
-        self._record("initialized")
+        self._record("initialized", node_id=_ray_node_id(), pid=os.getpid())
 
     # ------------------------------------------------------------------ set-up
 
@@ -436,6 +436,13 @@ class CPURolloutServer:
 
     async def stop_profile(self):
         return None
+
+
+def _ray_node_id() -> Optional[str]:
+    """The Ray node this server runs on (which machine of a cluster), or None outside Ray."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
 
 
 def _torch_dtype(name: Any) -> torch.dtype:

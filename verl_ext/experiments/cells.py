@@ -10,7 +10,9 @@ later winning (:func:`verl_ext.experiments.overrides.merge_overrides`):
 3. the figure's own overrides, then the user's (command-line) overrides;
 4. in a smoke mode, the CPU or GPU smoke profile (:mod:`verl_ext.cpu.profile`, :mod:`verl_ext.gpu.profile`:
    tiny model and data, the CPU platform or one GPU) and the smoke caps (2 steps, no checkpoint, no resume),
-   after the user's so that a smoke run stays small whatever the script sets;
+   after the user's so that a smoke run stays small whatever the script sets. The CPU smoke keeps the
+   topology the figure's or the user's overrides set (``trainer.nnodes``, ``trainer.n_gpus_per_node``; world
+   size 1 without them, not ``N_GPUS_PER_NODE``'s GPU default of 8): it is sized for it and repeats it;
 5. bookkeeping: the checkpoint folder and verl's file-logger path (in Ray's runtime environment, so every
    worker on every node writes the metrics where ``verl-ext plot`` reads them).
 
@@ -103,12 +105,15 @@ def parse_learning_rates(text: str, what: str = "LEARNING_RATES") -> list[float]
     return rates
 
 
-def smoke_overrides(environment: RunEnvironment) -> list[str]:
-    """The smoke profile of the environment's mode (empty outside a smoke mode), then the smoke caps."""
+def smoke_overrides(environment: RunEnvironment, user_overrides: Sequence[str] = ()) -> list[str]:
+    """The smoke profile of the environment's mode (empty outside a smoke mode), then the smoke caps. The CPU
+    profile takes its topology from ``user_overrides`` (the figure's, then the user's)."""
     if environment.smoke == "cpu":
         from verl_ext.cpu.profile import cpu_overrides
+        from verl_ext.cpu.topology import Topology
 
-        return [*cpu_overrides(environment.tiny_assets), *SMOKE_CAPS]
+        topology = Topology.from_overrides(user_overrides)
+        return [*cpu_overrides(environment.tiny_assets, topology=topology), *SMOKE_CAPS]
     if environment.smoke == "gpu":
         from verl_ext.gpu.profile import gpu_smoke_overrides
 
@@ -123,7 +128,7 @@ def build_cells(grid: Grid, environment: RunEnvironment) -> list[Cell]:
     choices = [(algorithm, setting, rate) for algorithm in grid.algorithms for setting in grid.settings for rate in rates]
     for algorithm, setting, rate in choices:  # a prefix long enough to make a run name too long fails here
         check_name(_name(grid, algorithm, setting, rate), "EXPERIMENT_NAME" if grid.name or grid.name_prefix else "run name")
-    smoke = smoke_overrides(environment)  # after every check: the CPU profile imports torch
+    smoke = smoke_overrides(environment, grid.overrides)  # after every check: the CPU profile imports torch
     cells = [_cell(grid, environment, algorithm, setting, rate, smoke) for algorithm, setting, rate in choices]
     if not cells:
         raise ValueError(f"{grid.project}: the grid is empty")

@@ -170,6 +170,24 @@ def smoke_environment(environment: RunEnvironment) -> dict[str, str]:
     return {}
 
 
+@contextlib.contextmanager
+def cpu_cluster_for(cell: Cell, environment: RunEnvironment):
+    """A CPU smoke cell with ``trainer.nnodes > 1`` runs in a local Ray cluster of that many nodes
+    (:mod:`verl_ext.cpu.local_cluster`); yields the variables that join it (none for any other cell)."""
+    from verl_ext.cpu.topology import Topology
+
+    topology = Topology.from_overrides(cell.overrides) if environment.smoke == "cpu" else Topology()
+    if topology.nnodes == 1:
+        yield {}
+        return
+    from verl_ext.cpu.local_cluster import LocalRayCluster
+    from verl_ext.cpu.profile import cpu_environment
+
+    note(f"starting a local Ray cluster of {topology.nnodes} nodes for {cell.name}")
+    with LocalRayCluster(topology.nnodes, topology.n_gpus_per_node, env=cpu_environment()) as cluster:
+        yield cluster.client_environment()
+
+
 def build_smoke_assets(environment: RunEnvironment) -> None:
     from verl_ext.tiny.assets import build_tiny_assets
 
@@ -208,7 +226,8 @@ def launch(cells: Sequence[Cell], environment: RunEnvironment, entry: str, tools
         note(f"run {cell.title}: metrics in {cell.metrics_file}")
         note(" ".join(argv))
         env = {**tools.environ, **smoke_environment(environment), "VERL_FILE_LOGGER_PATH": str(cell.metrics_file)}
-        status = tools.run_command(argv, env)
+        with cpu_cluster_for(cell, environment) as cluster_environment:
+            status = tools.run_command(argv, {**env, **cluster_environment})
         if status != 0:
             failed.append((cell.name, status))
             if not environment.continue_on_error:
