@@ -16,7 +16,7 @@ actor's FSDP group); ranks 1..R are the rollout workers. Rank 0 hosts the rendez
 opens in ``prepare`` on a free port). Weights travel in buckets of
 ``checkpoint_engine.update_weights_bucket_megabytes``; each bucket is three broadcasts from rank 0: a
 header ``[h, b]`` (int64), the pickled bucket description (``h`` bytes: verl's ``TensorMeta`` of every
-chunk, ``is_last``, the version) and the ``b`` payload bytes. verl's ``split_weight_chunks`` /
+chunk, ``is_last``, the version) and the ``b`` payload bytes, each chunk at an offset aligned to 16 bytes. verl's ``split_weight_chunks`` /
 ``merge_weight_chunks`` cut and rejoin tensors larger than a bucket.
 
 **Integrity.** The sender digests every tensor it sends (:mod:`verl_ext.cpu.weight_checksum`) and puts the
@@ -52,11 +52,14 @@ logger = logging.getLogger(__name__)
 BACKEND_NAME = "gloo"
 TIMEOUT_KEY = f"actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.{BACKEND_NAME}.timeout_seconds"
 DEFAULT_TIMEOUT_SECONDS = 300.0
+# every chunk starts at a multiple of this many bytes in its bucket: the receiver views it as its dtype (at most
+# 8 bytes per element), which torch allows only at an offset divisible by the element size
+CHUNK_ALIGNMENT = 16
 SENDER_RANK = 0
 NOT_IN_GROUP = -1
 
 # metrics returned by send_weights (verl merges them into the step's metrics)
-BYTES_SENT = f"checkpoint_engine/{BACKEND_NAME}/bytes_sent"
+WEIGHT_BYTES = f"checkpoint_engine/{BACKEND_NAME}/weight_bytes"  # the tensors' bytes (the wire adds alignment)
 BUCKETS_SENT = f"checkpoint_engine/{BACKEND_NAME}/buckets_sent"
 SEND_SECONDS = f"checkpoint_engine/{BACKEND_NAME}/send_seconds"
 
@@ -79,6 +82,11 @@ class WorkerMetadata:
     """What ``prepare`` reports to ``build_topology``: only the sender (actor rank 0) carries the rendezvous."""
 
     rendezvous: Optional[Rendezvous] = None
+
+
+def aligned(offset: int) -> int:
+    """``offset`` rounded up to a multiple of :data:`CHUNK_ALIGNMENT` bytes."""
+    return -(-offset // CHUNK_ALIGNMENT) * CHUNK_ALIGNMENT
 
 
 def _node_ip() -> str:
@@ -198,7 +206,7 @@ class GlooCheckpointEngine(CheckpointEngine):
         sent = {"bytes": 0, "buckets": 0}
         bucket = torch.empty(self.bucket_size, dtype=torch.uint8)
         chunks: list[Any] = []
-        offset = 0
+        offset = weight_bytes = 0
 
         async def flush(is_last: bool) -> None:
             header = {"chunks": chunks, "is_last": is_last, "global_steps": global_steps}
@@ -208,6 +216,7 @@ class GlooCheckpointEngine(CheckpointEngine):
             await self._broadcast_bucket(header, bucket[:offset], global_steps, sent)
 
         async for meta, chunk in split_weight_chunks(digested(), self.bucket_size):
+            offset = aligned(offset)  # the receiver views each chunk as its dtype: keep it aligned
             if offset + meta.chunk_size > self.bucket_size:
                 await flush(is_last=False)
                 bucket = torch.empty(self.bucket_size, dtype=torch.uint8)
@@ -215,6 +224,7 @@ class GlooCheckpointEngine(CheckpointEngine):
             meta.offset = offset
             bucket[offset : offset + meta.chunk_size].copy_(chunk)
             chunks.append(meta)
+            weight_bytes += meta.chunk_size
             offset += meta.chunk_size
         await flush(is_last=True)
         seconds = time.perf_counter() - started
@@ -222,7 +232,7 @@ class GlooCheckpointEngine(CheckpointEngine):
             "gloo checkpoint engine: sent %d tensors (%d bytes, %d buckets) of version %s in %.2fs",
             len(digests), sent["bytes"], sent["buckets"], global_steps, seconds,
         )
-        return {BYTES_SENT: float(sent["bytes"]), BUCKETS_SENT: float(sent["buckets"]), SEND_SECONDS: seconds}
+        return {WEIGHT_BYTES: float(weight_bytes), BUCKETS_SENT: float(sent["buckets"]), SEND_SECONDS: seconds}
 
     async def receive_weights(self, global_steps: Optional[int] = None) -> AsyncGenerator[tuple[str, torch.Tensor], None]:
         """Ranks 1..R: yield the sender's ``(name, tensor)`` pairs; raise if they are not exactly what was sent."""
