@@ -230,10 +230,13 @@ class CPURaySession:
     ``VERL_FILE_LOGGER_ROOT`` points verl's file logger at ``base_dir``.
     """
 
-    def __init__(self, base_dir: Path, assets_dir: Path, cleanup_timeout: float = 60.0):
+    def __init__(self, base_dir: Path, assets_dir: Path, cleanup_timeout: float = 60.0, ray_overrides: Sequence[str] = ()):
         self.base_dir = Path(base_dir).resolve()
         self.assets_dir = Path(assets_dir).resolve()
         self.cleanup_timeout = cleanup_timeout
+        # overrides of the config Ray is started from, e.g. "+ray_kwargs.ray_init.num_gpus=2" for runs whose
+        # rollout engine has its own logical GPU (actor_rollout_ref.hybrid_engine=false)
+        self.ray_overrides = tuple(ray_overrides)
         self._saved_environment: dict[str, Optional[str]] = {}
         self._saved_platform: Any = None
         self._started_ray = False
@@ -288,7 +291,7 @@ class CPURaySession:
         self._set_environment()
         self._select_cpu_platform()
         try:
-            config = compose_run_config(CPURun(name="ray_init"), self.base_dir, self.assets_dir)
+            config = compose_run_config(CPURun(name="ray_init", overrides=self.ray_overrides), self.base_dir, self.assets_dir)
             ray.init(**ray_init_kwargs(config))
         except BaseException:
             self._restore_platform()
