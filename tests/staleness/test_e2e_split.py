@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from verl_ext import metric_names
 from verl_ext.staleness.schedule import StalenessSchedule
 
 pytestmark = pytest.mark.e2e
@@ -46,8 +47,7 @@ SPLIT = (
 )
 KNOBS = ("trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1")
 OVERLAP = ("trainer.v1.delayed_sync.overlap=true",)
-# the gloo engine's metric of each push (verl_ext.cpu.checkpoint_engine.WEIGHT_BYTES)
-GLOO_WEIGHT_BYTES = "checkpoint_engine/gloo/weight_bytes"
+GLOO_WEIGHT_BYTES = metric_names.GLOO_WEIGHT_BYTES  # the gloo engine's metric of each push
 
 
 def background_runs(root):

@@ -45,6 +45,7 @@ import torch
 from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegistry, merge_weight_chunks, split_weight_chunks
 from verl.workers.rollout.utils import ensure_async_iterator
 
+from verl_ext import metric_names
 from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest
 
 logger = logging.getLogger(__name__)
@@ -58,10 +59,10 @@ CHUNK_ALIGNMENT = 16
 SENDER_RANK = 0
 NOT_IN_GROUP = -1
 
-# metrics returned by send_weights (verl merges them into the step's metrics)
-WEIGHT_BYTES = f"checkpoint_engine/{BACKEND_NAME}/weight_bytes"  # the tensors' bytes (the wire adds alignment)
-BUCKETS_SENT = f"checkpoint_engine/{BACKEND_NAME}/buckets_sent"
-SEND_SECONDS = f"checkpoint_engine/{BACKEND_NAME}/send_seconds"
+# metrics returned by send_weights (verl merges them into the step's metrics); names: verl_ext.metric_names
+WEIGHT_BYTES = metric_names.GLOO_WEIGHT_BYTES  # the tensors' bytes (the wire adds alignment)
+BUCKETS_SENT = metric_names.GLOO_BUCKETS_SENT
+SEND_SECONDS = metric_names.GLOO_SEND_SECONDS
 
 
 class WeightTransferError(RuntimeError):
