@@ -52,16 +52,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from verl_ext import metric_names  # noqa: E402 -- after the checkout is on sys.path
+from verl_ext.checkpoint_backends import CPU_BACKEND  # noqa: E402
+from verl_ext.staleness.config import engine_pool_overrides  # noqa: E402
 
 LOGGING_WORKAROUND = {"VERL_LOGGING_LEVEL": "WARN"}  # see the module docstring
 RAY_GPUS = ("+ray_kwargs.ray_init.num_gpus=2",)  # 1 trainer GPU + 1 engine GPU (the split modes)
-ENGINE_ON_OWN_POOL = (
-    "actor_rollout_ref.hybrid_engine=false",
-    "actor_rollout_ref.rollout.nnodes=1",
-    "actor_rollout_ref.rollout.n_gpus_per_node=1",
-    "actor_rollout_ref.rollout.free_cache_engine=false",
-    "actor_rollout_ref.rollout.checkpoint_engine.backend=gloo",
-)
+ENGINE_ON_OWN_POOL = tuple(engine_pool_overrides(1, 1, CPU_BACKEND))  # one logical GPU, weights over gloo
 DELAYED_1_1 = ("trainer.v1.trainer_mode=delayed_sync", "trainer.v1.delayed_sync.sync_interval=1",
                "trainer.v1.delayed_sync.sync_offset=1")
 OVERLAP = ("trainer.v1.delayed_sync.overlap=true", "actor_rollout_ref.rollout.free_cache_engine=false")

@@ -19,6 +19,8 @@ from typing import Optional
 BACKEND_KEY = "actor_rollout_ref.rollout.checkpoint_engine.backend"
 CUSTOM_MODULE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module"
 COLOCATED_BACKEND = "naive"  # verl's in-process push, for a rollout inside the actor's own workers
+GPU_BACKEND = "nccl"  # verl's NCCL broadcast: what the run scripts pick for an engine on its own GPUs
+CPU_BACKEND = "gloo"  # verl-ext's gloo broadcast (verl_ext.cpu.checkpoint_engine): the CPU backend's
 
 # a registration in verl's engine modules: @CheckpointEngineRegistry.register("name")
 _REGISTRATION = re.compile(r"""CheckpointEngineRegistry\.register\(\s*["']([^"']+)["']\s*\)""")

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from verl_ext import metric_names
+from verl_ext.checkpoint_backends import CPU_BACKEND
+from verl_ext.staleness.config import engine_pool_overrides
 from verl_ext.staleness.schedule import StalenessSchedule
 
 pytestmark = pytest.mark.e2e
@@ -37,11 +39,7 @@ SMALL_BATCHES = (
 RAY_GPUS = ("+ray_kwargs.ray_init.num_gpus=2",)
 SPLIT = (
     "trainer.v1.trainer_mode=delayed_sync",
-    "actor_rollout_ref.hybrid_engine=false",
-    "actor_rollout_ref.rollout.nnodes=1",
-    "actor_rollout_ref.rollout.n_gpus_per_node=1",
-    "actor_rollout_ref.rollout.free_cache_engine=false",
-    "actor_rollout_ref.rollout.checkpoint_engine.backend=gloo",
+    *engine_pool_overrides(1, 1, CPU_BACKEND),  # 1 engine GPU, resident, weights over gloo
     *RAY_GPUS,
     *SMALL_BATCHES,
 )

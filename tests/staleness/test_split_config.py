@@ -10,30 +10,20 @@ import pytest
 from tests.recipe_config import compose_recipe
 from verl_ext import checkpoint_backends
 from verl_ext.run_checks import validate_run_config
-from verl_ext.staleness.config import DelayedSyncConfig, delayed_sync_config_from, engine_gpus, engine_on_own_pool
+from verl_ext.staleness.config import (
+    DelayedSyncConfig,
+    delayed_sync_config_from,
+    engine_gpus,
+    engine_on_own_pool,
+    engine_pool_overrides,
+)
 
 MODE = "trainer.v1.trainer_mode=delayed_sync"
 # the CPU backend's split: 1 trainer GPU (MINIMAL_RUN_OVERRIDES) + 1 engine GPU, weights over gloo
-SPLIT = (
-    MODE,
-    "actor_rollout_ref.hybrid_engine=false",
-    "actor_rollout_ref.rollout.nnodes=1",
-    "actor_rollout_ref.rollout.n_gpus_per_node=1",
-    "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-    "actor_rollout_ref.rollout.free_cache_engine=false",
-    "actor_rollout_ref.rollout.checkpoint_engine.backend=gloo",
-)
+SPLIT = (MODE, *engine_pool_overrides(1, 1, "gloo"), "actor_rollout_ref.rollout.tensor_model_parallel_size=1")
 # a GPU cluster's split: 4 trainer GPUs + 4 engine GPUs (2 replicas of TP 2), weights over verl's nccl
-GPU_SPLIT = (
-    MODE,
-    "trainer.n_gpus_per_node=4",
-    "actor_rollout_ref.hybrid_engine=false",
-    "actor_rollout_ref.rollout.nnodes=1",
-    "actor_rollout_ref.rollout.n_gpus_per_node=4",
-    "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
-    "actor_rollout_ref.rollout.free_cache_engine=false",
-    "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",
-)
+GPU_SPLIT = (MODE, "trainer.n_gpus_per_node=4", *engine_pool_overrides(1, 4, "nccl"),
+             "actor_rollout_ref.rollout.tensor_model_parallel_size=2")
 
 
 def nccl_imports_here() -> bool:

@@ -46,11 +46,12 @@ from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegist
 from verl.workers.rollout.utils import ensure_async_iterator
 
 from verl_ext import metric_names
+from verl_ext.checkpoint_backends import CPU_BACKEND
 from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest
 
 logger = logging.getLogger(__name__)
 
-BACKEND_NAME = "gloo"
+BACKEND_NAME = CPU_BACKEND
 TIMEOUT_KEY = f"actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.{BACKEND_NAME}.timeout_seconds"
 DEFAULT_TIMEOUT_SECONDS = 300.0
 # every chunk starts at a multiple of this many bytes in its bucket: the receiver views it as its dtype (at most

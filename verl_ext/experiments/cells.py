@@ -6,11 +6,13 @@ later winning (:func:`verl_ext.experiments.overrides.merge_overrides`):
 1. the profile (Table 1 + our resources), the algorithm preset, the staleness setting, the learning rate,
    zero-variance masking;
 2. names, logger and nodes (``trainer.project_name``, ``experiment_name``, ``logger``, ``nnodes``,
-   ``n_gpus_per_node``);
+   ``n_gpus_per_node``), and with ``ENGINE_GPUS_PER_NODE`` the rollout engine on its own pool (weights through
+   verl's ``nccl``; :func:`verl_ext.staleness.config.engine_pool_overrides`);
 3. the figure's own overrides, then the user's (command-line) overrides;
 4. in a smoke mode, the CPU or GPU smoke profile (:mod:`verl_ext.cpu.profile`, :mod:`verl_ext.gpu.profile`:
    tiny model and data, the CPU platform or one GPU) and the smoke caps (2 steps, no checkpoint, no resume),
-   after the user's so that a smoke run stays small whatever the script sets;
+   after the user's so that a smoke run stays small whatever the script sets (the CPU smoke keeps the split: one
+   logical GPU each for the trainer and the engine, weights through verl-ext's ``gloo``);
 5. bookkeeping: the checkpoint folder and verl's file-logger path (in Ray's runtime environment, so every
    worker on every node writes the metrics where ``verl-ext plot`` reads them).
 
@@ -31,9 +33,11 @@ from verl_ext.experiments.overrides import hydra_list, merge_overrides
 from verl_ext.experiments.profiles import Profile
 from verl_ext.experiments.run_names import check_name, run_name
 from verl_ext.experiments.settings import Setting
+from verl_ext.checkpoint_backends import CPU_BACKEND, GPU_BACKEND
 from verl_ext.metrics_file import file_logger_path
 from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME
 from verl_ext.recipe import config_dir as recipe_config_dir
+from verl_ext.staleness.config import engine_pool_overrides
 
 SMOKE_STEPS = 2
 SMOKE_CAPS = (f"trainer.total_training_steps={SMOKE_STEPS}", "trainer.save_freq=-1", "trainer.resume_mode=disable")
@@ -102,15 +106,29 @@ def parse_learning_rates(text: str, what: str = "LEARNING_RATES") -> list[float]
     return rates
 
 
+def engine_overrides(environment: RunEnvironment) -> list[str]:
+    """With ``ENGINE_GPUS_PER_NODE``: the rollout engine on its own pool, weights through verl's ``nccl``."""
+    if not environment.engine_on_own_pool:
+        return []
+    return engine_pool_overrides(environment.engine_nnodes, environment.engine_gpus_per_node, GPU_BACKEND)
+
+
 def smoke_overrides(environment: RunEnvironment) -> list[str]:
     """The smoke profile of the environment's mode (empty outside a smoke mode), then the smoke caps."""
     if environment.smoke == "cpu":
         from verl_ext.cpu.profile import cpu_overrides
 
-        return [*cpu_overrides(environment.tiny_assets), *SMOKE_CAPS]
+        split = []
+        if environment.engine_on_own_pool:  # 1 trainer + 1 engine logical GPU, weights over gloo
+            split = [*engine_pool_overrides(1, 1, CPU_BACKEND), "+ray_kwargs.ray_init.num_gpus=2"]
+        return [*cpu_overrides(environment.tiny_assets), *split, *SMOKE_CAPS]
     if environment.smoke == "gpu":
         from verl_ext.gpu.profile import gpu_smoke_overrides
 
+        if environment.engine_on_own_pool:
+            raise ValueError(
+                f"ENGINE_GPUS_PER_NODE={environment.engine_gpus_per_node}: the GPU smoke runs on one GPU, and an engine "
+                "on its own pool needs a second one; check the split with VERL_EXT_DRY_RUN=1 or VERL_EXT_CPU_SMOKE=1")
         return [*gpu_smoke_overrides(environment.tiny_gpu_assets), *SMOKE_CAPS]
     return []
 
@@ -160,6 +178,7 @@ def _cell(grid: Grid, environment: RunEnvironment, algorithm: AlgorithmChoice, s
             f"trainer.nnodes={environment.nnodes}",
             f"trainer.n_gpus_per_node={environment.n_gpus_per_node}",
         ],
+        engine_overrides(environment),
         grid.overrides,
         smoke,
         [f"trainer.default_local_dir={checkpoints}", f"{LOGGER_PATH_KEY}={metrics_file}"],

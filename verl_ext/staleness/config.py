@@ -186,6 +186,21 @@ def engine_on_own_pool(config: DictConfig) -> bool:
     return not value
 
 
+def engine_pool_overrides(nnodes: int, gpus_per_node: int, backend: str) -> list[str]:
+    """The overrides that put the rollout engine on its own pool of ``nnodes`` x ``gpus_per_node`` GPUs, resident,
+    with weights through checkpoint-engine ``backend`` (the run scripts, the benchmarks and the tests build the
+    split with them)."""
+    from verl_ext.checkpoint_backends import BACKEND_KEY
+
+    return [
+        f"{HYBRID_ENGINE}=false",
+        f"{ENGINE_NODES}={nnodes}",
+        f"{ENGINE_GPUS_PER_NODE}={gpus_per_node}",
+        "actor_rollout_ref.rollout.free_cache_engine=false",
+        f"{BACKEND_KEY}={backend}",
+    ]
+
+
 def engine_gpus(config: DictConfig) -> int:
     """GPUs of the engine's pool (``rollout.nnodes`` x ``rollout.n_gpus_per_node``), after :func:`_check_engine_pool`."""
     return int(OmegaConf.select(config, ENGINE_NODES)) * int(OmegaConf.select(config, ENGINE_GPUS_PER_NODE))
