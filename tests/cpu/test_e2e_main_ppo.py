@@ -1,16 +1,19 @@
 """verl's real ``main_ppo`` on the CPU backend, one run per algorithm family, asserting on what verl logged.
 
-Four runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
+Five runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
 profile, made by :func:`background_runs` in a child process while the rest of the suite runs
 (tests/background_runs.py). ``rec`` + ``opmd`` goes through the quickstart (``python -m
 verl.trainer.main_ppo`` in a child process with its own Ray, as a user runs it), started first and left
-running beside the other three, which share one Ray start-up (:class:`verl_ext.cpu.launch.CPURaySession`):
+running beside the other four, which share one Ray start-up (:class:`verl_ext.cpu.launch.CPURaySession`):
 
 - ``rec`` + ``rec_oneside_nois`` for 2 steps, saving a checkpoint at step 2;
 - that run resumed from its checkpoint for one more step with ``red_weight`` (a checkpoint holds weights,
   optimizer and data position, not the loss: one run checks both the resume and red_weight's step);
 - ``red_drop`` + ``rec_reinforce`` with the actor recomputing pi_old (``bypass_mode=false``), so that
-  verl logs its rollout-vs-actor probability difference.
+  verl logs its rollout-vs-actor probability difference;
+- the first run's algorithm again with zero staleness, ``delayed_sync`` (1, 0), and the rollout engine on its own
+  pool (``hybrid_engine=false``, its own logical GPU, weights through verl-ext's ``gloo`` checkpoint engine):
+  step for step the batches and pushes of verl's ``sync`` mode in the first run.
 
 Evidence comes from verl's file logger (every step's metrics) and the CPU rollout's event log (every
 weight push with the checksum of the weights the rollout then holds), never from exit codes alone.
@@ -37,6 +40,12 @@ def algorithm_overrides(family: str) -> tuple[str, ...]:
 
 
 RESUMED_FAMILY = "red_weight"  # trained by the resumed run: step STEPS + 1 only
+RAY_GPUS = ("+ray_kwargs.ray_init.num_gpus=2",)  # the split run: 1 trainer + 1 engine logical GPU
+ZERO_STALENESS_SPLIT = (
+    "trainer.v1.trainer_mode=delayed_sync",
+    "trainer.v1.delayed_sync.sync_interval=1",
+    "trainer.v1.delayed_sync.sync_offset=0",
+)
 
 
 def trained_steps(family: str) -> list[int]:
@@ -47,8 +56,10 @@ def background_runs(root):
     """The four runs (in a child process, see the module docstring); the quickstart beside the session."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from verl_ext.checkpoint_backends import CPU_BACKEND
     from verl_ext.cpu.launch import CPURaySession, CPURun
     from verl_ext.cpu.quickstart import run_quickstart
+    from verl_ext.staleness.config import engine_pool_overrides
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = root / "assets"
@@ -58,9 +69,11 @@ def background_runs(root):
         quickstart = pool.submit(
             run_quickstart, steps=STEPS, estimator="rec", loss="opmd", out=root / "quickstart", assets=assets, echo=False
         )
-        with CPURaySession(root / "cpu_e2e", assets) as session:
+        with CPURaySession(root / "cpu_e2e", assets, ray_overrides=RAY_GPUS) as session:
             first = session.run(
-                CPURun("rec_oneside_nois", steps=STEPS, overrides=(*algorithm_overrides("rec_oneside_nois"), "trainer.save_freq=2"))
+                CPURun("rec_oneside_nois", steps=STEPS, overrides=(
+                    *algorithm_overrides("rec_oneside_nois"), "trainer.save_freq=2",
+                    f"trainer.rollout_data_dir={root / 'dumps' / 'sync'}"))
             )
             results["rec_oneside_nois"] = first.raise_for_error()
             results["resumed"] = results[RESUMED_FAMILY] = session.run(
@@ -74,6 +87,13 @@ def background_runs(root):
             results["red_drop"] = session.run(
                 CPURun("red_drop", steps=STEPS, overrides=algorithm_overrides("red_drop"))
             ).raise_for_error()
+            results["split_1_0"] = session.run(
+                CPURun("rec_oneside_nois_split_1_0", steps=STEPS, overrides=(
+                    *algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS_SPLIT,
+                    *engine_pool_overrides(1, 1, CPU_BACKEND), *RAY_GPUS,
+                    f"trainer.rollout_data_dir={root / 'dumps' / 'split_1_0'}"))
+            ).raise_for_error()
+            results["dumps"] = root / "dumps"
         result, summary = quickstart.result()
         results["opmd"], results["opmd_summary"] = result.raise_for_error(), summary
     return results
@@ -172,3 +192,29 @@ def test_quickstart_summary_is_measured(runs):
     assert summary["steps_per_second"] > 0 and summary["startup_seconds"] > 0 and summary["cpu_seconds"] > 10
     assert summary["peak_pss_gib"] > 0.5 and summary["peak_rss_gib"] >= summary["peak_pss_gib"]
     assert summary["command"][1:3] == ["-m", "verl.trainer.main_ppo"]
+
+
+def dumped_prompts(directory, step: int) -> list[str]:
+    """The prompts verl dumped for 1-based ``step`` (``trainer.rollout_data_dir``), sorted."""
+    import json
+
+    with open(directory / f"{step}.jsonl") as file:
+        return sorted(json.loads(line)["input"] for line in file)
+
+
+def test_zero_staleness_on_its_own_pool_takes_verls_sync_steps(runs):
+    """delayed_sync (1, 0) with the engine on its own pool: the prompts of each step, lag 0 and a push after every
+    step, as verl's sync mode (the first run, same algorithm); the pushes go through the gloo checkpoint engine and
+    the first carries the same weights as sync's."""
+    from verl_ext import metric_names
+
+    sync, split = runs["rec_oneside_nois"], runs["split_1_0"]
+    for step in range(1, STEPS + 1):
+        assert dumped_prompts(runs["dumps"] / "split_1_0", step) == dumped_prompts(runs["dumps"] / "sync", step), step
+    for result in (sync, split):
+        assert [record[metric_names.TRAJECTORY_STALENESS_MEAN] for record in result.steps] == [0.0] * STEPS
+    assert [record[metric_names.LAG] for record in split.steps] == [0.0] * STEPS
+    assert [push["weight_version"] for push in pushes(split)] == [push["weight_version"] for push in pushes(sync)] == [0, 1, 2]
+    assert pushes(split)[0]["weight_checksum"] == pushes(sync)[0]["weight_checksum"]
+    assert [record["step"] for record in split.steps if metric_names.GLOO_WEIGHT_BYTES in record] == list(range(1, STEPS + 1))
+    assert not [event for event in split.events if event["event"] in ("sleep", "wake_up", "generate_rejected")]

@@ -6,8 +6,10 @@ before the next push raises) and logs every weight event with a checksum of the 
 (3, 1) over 7 steps; the same with ``overlap=true`` (a resident engine generating in the background: the
 rollout server and the trainer's actor are separate processes, so the overlap is real) and checkpoints; a
 resume from the overlap run's mid-interval checkpoint; and offline with zero-variance masking (a reward
-that is constant for the odd prompts, tests/staleness/odd_count_reward.py). :func:`background_runs` makes
-them in a child process while the rest of the suite runs (tests/background_runs.py).
+that is constant for the odd prompts, tests/staleness/odd_count_reward.py) with the rollout engine on its own
+pool (``hybrid_engine=false``: a standalone replica on its own logical GPU, weights through verl-ext's ``gloo``
+checkpoint engine; the split's other runs are in tests/staleness/test_e2e_split.py). :func:`background_runs`
+makes them in a child process while the rest of the suite runs (tests/background_runs.py).
 """
 
 import json
@@ -17,6 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.staleness import odd_count_reward
+from verl_ext import metric_names
+from verl_ext.checkpoint_backends import CPU_BACKEND
+from verl_ext.staleness.config import engine_pool_overrides
 from verl_ext.staleness.schedule import StalenessSchedule
 
 pytestmark = pytest.mark.e2e
@@ -43,6 +48,9 @@ COMMON = (
 )
 KNOBS = ("trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1")
 OVERLAP = ("trainer.v1.delayed_sync.overlap=true", "actor_rollout_ref.rollout.free_cache_engine=False")
+# the offline run's engine on its own pool: 1 trainer + 1 engine logical GPU (the session starts Ray with both)
+RAY_GPUS = ("+ray_kwargs.ray_init.num_gpus=2",)
+ENGINE_ON_OWN_POOL = (*engine_pool_overrides(1, 1, CPU_BACKEND), *RAY_GPUS)
 ZERO_VARIANCE_MASKING = (
     "trainer.v1.delayed_sync.zero_variance_masking=true",
     f"reward.custom_reward_function.path={Path(odd_count_reward.__file__).resolve()}",
@@ -58,7 +66,7 @@ def background_runs(root):
     assets = root / "assets"
     build_tiny_assets(assets)
     dumps = {name: root / "dumps" / name for name in ("uninterrupted", "overlap", "resumed", "offline")}
-    with launch.CPURaySession(root / "runs", assets) as session:
+    with launch.CPURaySession(root / "runs", assets, ray_overrides=RAY_GPUS) as session:
         uninterrupted = session.run(
             launch.CPURun(
                 name="delayed_3_1",
@@ -96,6 +104,7 @@ def background_runs(root):
                     *COMMON,
                     "trainer.v1.delayed_sync.offline=true",
                     *ZERO_VARIANCE_MASKING,
+                    *ENGINE_ON_OWN_POOL,
                     f"trainer.rollout_data_dir={dumps['offline']}",
                 ),
             )
@@ -241,13 +250,20 @@ def test_resume_mid_interval_continues_the_uninterrupted_run(runs):
 
 
 def test_offline_never_pushes_after_the_start(runs):
+    """Offline, with the engine on its own pool and without overlap: one push (through the gloo checkpoint
+    engine), every batch generated at the start by the initial weights while the trainer waited."""
     result = runs["offline"]
     assert [push["weight_version"] for push in pushes(result)] == [0]
     assert per_step(result, "staleness/lag") == {step: step for step in range(OFFLINE_STEPS)}
     assert per_step(result, "staleness/behaviour_version") == {step: 0 for step in range(OFFLINE_STEPS)}
-    # every batch was generated at the start, with the initial weights
-    assert served_after_each_push(result) == [OFFLINE_STEPS * requests_per_batch()]
     check_checksums_change_only_at_pushes(result)
+    # a standalone engine never sleeps; no push at any step (the gloo engine logs one at each push)
+    assert not [event for event in result.events if event["event"] in ("sleep", "wake_up")]
+    assert not per_step(result, metric_names.GLOO_WEIGHT_BYTES)
+    # without overlap every batch was generated before the first step, while the trainer waited: nothing hidden
+    busy = per_step(result, "staleness/engine_busy_s")
+    assert per_step(result, "staleness/wait_for_generation_s")[0] > 0.9 * busy[0] > 0
+    assert sum(per_step(result, "staleness/generation_hidden_s").values()) < 0.05 * sum(busy.values())
 
 
 def test_zero_variance_masking_trains_on_the_other_groups(runs):

@@ -2,12 +2,14 @@
 verl's real ``main_ppo`` on the CPU backend, 1 trainer rank + 1 standalone rollout replica (a logical GPU each),
 weights through the ``gloo`` checkpoint engine (verl's ``CheckpointEngineManager``, as a GPU run with ``nccl``).
 
-Three runs share one Ray start-up (:class:`CPURaySession` with 2 logical GPUs), made by :func:`background_runs`
+Two runs share one Ray start-up (:class:`CPURaySession` with 2 logical GPUs), made by :func:`background_runs`
 while the rest of the suite runs (tests/background_runs.py): (3, 1) with overlap over 5 steps, checkpoints at
-global steps 3 (mid-interval, written while version 2 generates) and 5 (the last, = version 5); a resume from the
-mid-interval one; and offline over 3 steps without overlap (the trainer waits for each generation). Evidence:
-verl's file logger (every step's metrics) and the CPU rollout's event log (every push, with the checksum of the
-weights the engine then holds), compared with the checksum of the checkpoints' actor weights.
+global steps 3 (mid-interval, written while version 2 generates) and 5 (the last, = version 5); and a resume
+from the mid-interval one. Evidence: verl's file logger (every step's metrics) and the CPU rollout's event log
+(every push, with the checksum of the weights the engine then holds), compared with the checksum of the
+checkpoints' actor weights. The split's other real runs are folded into existing modules: offline without
+overlap (with zero-variance masking) in tests/staleness/test_e2e_cpu.py, and zero staleness against verl's
+``sync`` mode in tests/cpu/test_e2e_main_ppo.py.
 """
 
 import json
@@ -25,7 +27,6 @@ pytestmark = pytest.mark.e2e
 
 STEPS = 5
 RESUME_AT = 3  # steps 0-2 done; written inside step 2, while version 2 may still be generating steps 3-4
-OFFLINE_STEPS = 3
 SCHEDULE = StalenessSchedule(sync_interval=3, sync_offset=1)
 TRAIN_BATCH_SIZE, ROLLOUT_N = 4, 2
 SMALL_BATCHES = (
@@ -49,13 +50,13 @@ GLOO_WEIGHT_BYTES = metric_names.GLOO_WEIGHT_BYTES  # the gloo engine's metric o
 
 
 def background_runs(root):
-    """The three runs, in a child process while the rest of the suite runs."""
+    """The two runs, in a child process while the rest of the suite runs."""
     from verl_ext.cpu import launch
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = root / "assets"
     build_tiny_assets(assets)
-    dumps = {name: root / "dumps" / name for name in ("overlap", "resumed", "offline")}
+    dumps = {name: root / "dumps" / name for name in ("overlap", "resumed")}
     with launch.CPURaySession(root / "runs", assets, ray_overrides=RAY_GPUS) as session:
         overlap = session.run(
             launch.CPURun(
@@ -77,19 +78,11 @@ def background_runs(root):
                 ),
             )
         ).raise_for_error()
-        offline = session.run(
-            launch.CPURun(
-                name="split_offline",
-                steps=OFFLINE_STEPS,
-                overrides=(*SPLIT, "trainer.v1.delayed_sync.offline=true", f"trainer.rollout_data_dir={dumps['offline']}"),
-            )
-        ).raise_for_error()
-    for result in (overlap, resumed, offline):
+    for result in (overlap, resumed):
         print(f"{result.run.name}: {result.wall_seconds:.0f} s")
     return {
         "overlap": overlap,
         "resumed": resumed,
-        "offline": offline,
         "dumps": dumps,
         "assets": assets,
         # checksums of the actor weights in the checkpoints (computed here, where the checkpoints are)
@@ -233,16 +226,3 @@ def test_resume_mid_interval_continues_exactly(runs):
     version_5 = {push["weight_version"]: push["weight_checksum"] for push in pushes(overlap)}[STEPS]
     assert pushes(resumed)[0]["weight_checksum"] == version_5 == runs["checkpoint_checksums"]["resumed"][STEPS]
     check_pushes_are_the_only_weight_changes(resumed)
-
-
-def test_offline_without_overlap_pushes_once_and_waits_for_each_generation(runs):
-    result = runs["offline"]
-    assert [push["weight_version"] for push in pushes(result)] == [0]
-    assert per_step(result, "staleness/lag") == {step: step for step in range(OFFLINE_STEPS)}
-    assert per_step(result, "staleness/behaviour_version") == {step: 0 for step in range(OFFLINE_STEPS)}
-    check_pushes_are_the_only_weight_changes(result)
-    # without overlap every batch was generated before the first step, while the trainer waited: nothing hidden
-    busy = per_step(result, "staleness/engine_busy_s")
-    assert per_step(result, "staleness/wait_for_generation_s")[0] > 0.9 * busy[0] > 0
-    assert sum(per_step(result, "staleness/generation_hidden_s").values()) < 0.05 * sum(busy.values())
-    assert not per_step(result, GLOO_WEIGHT_BYTES)  # no push at any step
