@@ -1,6 +1,6 @@
 """Benchmark: verl's own trainer modes next to verl-ext's ``delayed_sync``, colocated and split, on the CPU backend.
 
-    python benchmarks/bench_async_modes.py [--steps 16] [--only NAME,...] [--json FILE]
+    python benchmarks/bench_async_modes.py [--steps 16] [--repeats 1] [--only NAME,...] [--json FILE]
 
 One shared Ray session (:class:`verl_ext.cpu.launch.CPURaySession`, 2 logical GPUs) runs verl's ``main_ppo`` on
 the tiny model with the same data, batch sizes (the CPU profile's 8 prompts x 4 responses), algorithm (the
@@ -24,6 +24,10 @@ T - 2: the first two pay one-off start-up costs, the last may push weights nobod
 - final reward: ``critic/score/mean`` over the last quarter of the steps;
 - share of the limit: steps/s x max(train, generation) s/step, both measured on the ``sync`` run (generation
   ``timing_s/gen``, training the rest of the step): the most a perfect overlap of the two could reach.
+
+With ``--repeats N`` every mode runs N times, round-robin, and the repeat of median steps/s is reported (with
+each repeat's steps/s and load): on a shared machine the load moves during the benchmark. ``delayed_sync`` runs
+with ``measure_mismatch=false`` (its diagnostic forward pass is work verl's modes do not do).
 
 **On this machine every "GPU" is logical**: the trainer, the engine and verl's workers share the same two cores,
 so the split cannot give the engine hardware of its own; it shows the schedule, the weight path and the
@@ -58,8 +62,9 @@ from verl_ext.staleness.config import engine_pool_overrides  # noqa: E402
 LOGGING_WORKAROUND = {"VERL_LOGGING_LEVEL": "WARN"}  # see the module docstring
 RAY_GPUS = ("+ray_kwargs.ray_init.num_gpus=2",)  # 1 trainer GPU + 1 engine GPU (the split modes)
 ENGINE_ON_OWN_POOL = tuple(engine_pool_overrides(1, 1, CPU_BACKEND))  # one logical GPU, weights over gloo
+# measure_mismatch=false: its diagnostic forward pass (docs/staleness.md) is work verl's modes do not do
 DELAYED_1_1 = ("trainer.v1.trainer_mode=delayed_sync", "trainer.v1.delayed_sync.sync_interval=1",
-               "trainer.v1.delayed_sync.sync_offset=1")
+               "trainer.v1.delayed_sync.sync_offset=1", "trainer.v1.delayed_sync.measure_mismatch=false")
 OVERLAP = ("trainer.v1.delayed_sync.overlap=true", "actor_rollout_ref.rollout.free_cache_engine=false")
 SYNC = "verl_sync"
 
@@ -177,33 +182,49 @@ def headline_figures(summary: dict[str, dict]) -> dict[str, str]:
     return headline
 
 
-def bench_cpu(modes: Sequence[Mode], steps: int, scratch: Path) -> dict[str, dict]:
+def median_of_repeats(repeats: list[dict]) -> dict:
+    """One mode's figures over its repeats: the run of median steps/s, with every repeat's steps/s and load."""
+    ordered = sorted(repeats, key=lambda figures: figures["steps_per_second"])
+    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen["repeats_steps_per_second"] = [figures["steps_per_second"] for figures in repeats]
+    chosen["repeats_load_average_at_start"] = [figures["load_average_at_start"] for figures in repeats]
+    return chosen
+
+
+def bench_cpu(modes: Sequence[Mode], steps: int, scratch: Path, repeats: int = 1) -> dict[str, dict]:
+    """Every mode ``repeats`` times, round-robin (mode 1, 2, ..., then again), so that a change of the machine's
+    load during the benchmark spreads over the modes; per mode the repeat of median steps/s."""
     from verl_ext.cpu.launch import CPURaySession, CPURun, compose_run_config
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = scratch / "assets"
     build_tiny_assets(assets)
-    figures = {}
+    runs: dict[str, list[dict]] = {mode.name: [] for mode in modes}
     with CPURaySession(scratch / "runs", assets, ray_overrides=RAY_GPUS) as session:
-        for mode in modes:
-            run = CPURun(mode.name, steps=steps, overrides=(*RAY_GPUS, *mode.overrides))
-            threshold = compose_run_config(run, scratch / "runs", assets).trainer.v1.sampler.max_off_policy_threshold
-            load = os.getloadavg()[0]
-            result = session.run(run).raise_for_error()
-            figures[mode.name] = mode_figures(mode, result.steps, result.events, threshold)
-            figures[mode.name].update(wall_seconds=result.wall_seconds, load_average_at_start=load)
-            print(json.dumps({mode.name: figures[mode.name]}), flush=True)
-    return figures
+        for repeat in range(repeats):
+            for mode in modes:
+                run = CPURun(f"{mode.name}_{repeat}", steps=steps, overrides=(*RAY_GPUS, *mode.overrides))
+                threshold = compose_run_config(run, scratch / "runs", assets).trainer.v1.sampler.max_off_policy_threshold
+                load = os.getloadavg()[0]
+                result = session.run(run).raise_for_error()
+                figures = mode_figures(mode, result.steps, result.events, threshold)
+                figures.update(wall_seconds=result.wall_seconds, load_average_at_start=load)
+                runs[mode.name].append(figures)
+                print(json.dumps({run.name: figures}), flush=True)
+    return {name: median_of_repeats(repeated) for name, repeated in runs.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=16, help="training steps per run (default 16)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per mode, round-robin; the median is reported")
     parser.add_argument("--only", help="comma-separated mode names: " + ", ".join(mode.name for mode in MODES))
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.steps < 4:
         parser.error("--steps must be >= 4 (steady steps are 2 .. T - 2)")
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
     modes = list(MODES)
     if args.only:
         names = [name.strip() for name in args.only.split(",") if name.strip()]
@@ -214,11 +235,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.update(LOGGING_WORKAROUND)  # before Ray starts: its workers inherit it
     load_start = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="bench_async_modes_") as scratch:
-        figures = bench_cpu(modes, args.steps, Path(scratch))
+        figures = bench_cpu(modes, args.steps, Path(scratch), args.repeats)
     summary = summarise(figures)
     load_end = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     print(table(summary))
-    print(f"{args.steps} steps per run; {os.cpu_count()} CPUs; load average at start {load_start}, at end {load_end}")
+    for name, row in summary.items():
+        spread = ", ".join(f"{value:.2f} (load {load:.0f})" for value, load in
+                           zip(row["repeats_steps_per_second"], row["repeats_load_average_at_start"]))
+        print(f"{name}: steps/s of each repeat {spread}")
+    print(f"{args.steps} steps per run, {args.repeats} repeat(s) per mode; {os.cpu_count()} CPUs; "
+          f"load average at start {load_start}, at end {load_end}")
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "steps": args.steps, "load": [load_start, load_end]}, indent=2) + "\n")
     print_headline(headline_figures(summary))

@@ -85,3 +85,12 @@ def test_a_delayed_sync_run_off_its_schedule_is_not_called_exact():
 def test_too_few_steps_are_refused():
     with pytest.raises(ValueError, match="steady steps .* not all logged"):
         bench.mode_figures(bench.MODES[0], records(3, 1.0, 0, generation=0.5), [], 8)
+
+
+def test_repeats_report_the_median_run_and_every_repeat():
+    repeats = [{"steps_per_second": value, "load_average_at_start": load, "lag_mean": value}
+               for value, load in ((0.9, 3.0), (0.5, 20.0), (0.7, 8.0))]
+    chosen = bench.median_of_repeats(repeats)
+    assert chosen["steps_per_second"] == 0.7 and chosen["lag_mean"] == 0.7  # the whole median run, not a mix
+    assert chosen["repeats_steps_per_second"] == [0.9, 0.5, 0.7]
+    assert chosen["repeats_load_average_at_start"] == [3.0, 20.0, 8.0]
