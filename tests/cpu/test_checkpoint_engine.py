@@ -144,6 +144,27 @@ def test_a_silent_peer_ends_the_wait_after_the_timeout():
         engine.finalize()
 
 
+def test_a_sender_whose_weights_fail_midway_frees_the_receivers_at_once():
+    """An error while producing the weights (FSDP's full tensors, say) ends the push on every rank right away,
+    not after the receivers' timeout (20 s here): the sender drops its group, closing its connections."""
+    actor, rollout = build_group(receivers=1, actor_ranks=1, timeout=20.0)
+
+    def broken():
+        yield from list(weights().items())[:3]
+        raise RuntimeError("the actor could not gather its weights")
+
+    started = time.monotonic()
+
+    async def everyone():
+        return await asyncio.gather(actor[0].send_weights(broken(), global_steps=2), collect(rollout[0], 2),
+                                    return_exceptions=True)
+
+    sent, received = asyncio.run(everyone())
+    assert time.monotonic() - started < 10
+    assert isinstance(sent, RuntimeError) and "could not gather" in str(sent)
+    assert isinstance(received, WeightTransferError) and "failed for weight version 2" in str(received)
+
+
 def test_the_timeout_must_be_a_positive_number():
     with pytest.raises(ValueError, match="timeout_seconds must be a number > 0"):
         GlooCheckpointEngine(bucket_size=BUCKET, timeout_seconds=0)

@@ -22,7 +22,9 @@ chunk, ``is_last``, the version) and the ``b`` payload bytes, each chunk at an o
 **Integrity.** The sender digests every tensor it sends (:mod:`verl_ext.cpu.weight_checksum`) and puts the
 checksum of the whole set in the last header; every receiver digests what it rebuilt and raises
 :class:`WeightTransferError` when the checksums, the tensor names or the version differ, so a push that lost
-or damaged a tensor never completes. **Failures.** Every collective waits at most ``timeout_seconds``
+or damaged a tensor never completes. **Failures.** A rank whose push is interrupted (its peer broke, the
+weights could not be produced, the consumer stopped) drops the group at once, closing its connections, so its
+peers fail at once too; every collective waits at most ``timeout_seconds``
 (``actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.gloo.timeout_seconds``, default
 :data:`DEFAULT_TIMEOUT_SECONDS`); a peer that dies closes its TCP connections, which gloo reports at once.
 Either way the rank raises :class:`WeightTransferError` naming its rank, the phase, the version and the
@@ -173,6 +175,11 @@ class GlooCheckpointEngine(CheckpointEngine):
         except Exception as error:  # noqa: BLE001 -- torch raises RuntimeError/DistStoreError; one message for both
             raise self._failure("joining the group", None, 0, error) from error
 
+    def _abandon_group(self) -> None:
+        """Close this rank's connections now (dropping the group does): its peers' waits end with an error."""
+        self._group = None
+        self._store = None
+
     def finalize(self) -> None:
         """Drop the group and the rendezvous (a new one is built at the next push)."""
         self._group = None
@@ -184,7 +191,17 @@ class GlooCheckpointEngine(CheckpointEngine):
     # ------------------------------------------------------------------ transfer
 
     async def send_weights(self, weights: Any, global_steps: Optional[int] = None) -> dict[str, float]:
-        """Rank 0: broadcast every ``(name, tensor)`` of ``weights``; rank -1: only walk the generator."""
+        """Rank 0: broadcast every ``(name, tensor)`` of ``weights``; rank -1: only walk the generator.
+
+        Whatever interrupts the push here (a broken peer, an error while producing the weights) drops the
+        group, which closes its connections: the receivers fail at once instead of at their timeout."""
+        try:
+            return await self._send_weights(weights, global_steps)
+        except BaseException:
+            self._abandon_group()
+            raise
+
+    async def _send_weights(self, weights: Any, global_steps: Optional[int]) -> dict[str, float]:
         if self.rank is None:
             raise WeightTransferError(f"checkpoint engine {BACKEND_NAME}: send_weights before init_process_group")
         if self.rank == NOT_IN_GROUP:
@@ -237,7 +254,17 @@ class GlooCheckpointEngine(CheckpointEngine):
         return {WEIGHT_BYTES: float(weight_bytes), BUCKETS_SENT: float(sent["buckets"]), SEND_SECONDS: seconds}
 
     async def receive_weights(self, global_steps: Optional[int] = None) -> AsyncGenerator[tuple[str, torch.Tensor], None]:
-        """Ranks 1..R: yield the sender's ``(name, tensor)`` pairs; raise if they are not exactly what was sent."""
+        """Ranks 1..R: yield the sender's ``(name, tensor)`` pairs; raise if they are not exactly what was sent.
+
+        A push interrupted here (the consumer stopped, a broken peer) drops the group, as in ``send_weights``."""
+        try:
+            async for name, tensor in self._receive_weights(global_steps):
+                yield name, tensor
+        except BaseException:
+            self._abandon_group()
+            raise
+
+    async def _receive_weights(self, global_steps: Optional[int]) -> AsyncGenerator[tuple[str, torch.Tensor], None]:
         if self.rank is None or self.rank in (NOT_IN_GROUP, SENDER_RANK):
             raise WeightTransferError(
                 f"checkpoint engine {BACKEND_NAME}: receive_weights on rank {self.rank} (receivers are ranks 1..R)"

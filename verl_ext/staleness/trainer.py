@@ -81,7 +81,8 @@ def timing_metrics(timing: WindowTiming) -> dict[str, float]:
 
 @register_trainer(TRAINER_MODE)
 class DelayedSyncTrainer(PPOTrainer):
-    """PPO trainer whose rollout weights are pushed only at the schedule's sync points (engine colocated or on its own pool)."""
+    """PPO trainer whose rollout weights are pushed only at the schedule's sync points (the engine colocated with
+    the actor, or on its own pool)."""
 
     def __init__(self, config):
         # Reject a bad config before anything starts (verl's workers are created later, in init()).
