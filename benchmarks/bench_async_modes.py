@@ -25,8 +25,8 @@ T - 2: the first two pay one-off start-up costs, the last may push weights nobod
 - share of the limit: steps/s x max(train, generation) s/step, both measured on the ``sync`` run (generation
   ``timing_s/gen``, training the rest of the step): the most a perfect overlap of the two could reach.
 
-With ``--repeats N`` every mode runs N times, round-robin, and the repeat of median steps/s is reported (with
-each repeat's steps/s and load): on a shared machine the load moves during the benchmark. ``delayed_sync`` runs
+With ``--repeats N`` every mode runs N times, round-robin, and the repeat of median steps/s (the lower middle
+one for an even N) is reported, with each repeat's steps/s and load: on a shared machine the load moves during the benchmark. ``delayed_sync`` runs
 with ``measure_mismatch=false`` (its diagnostic forward pass is work verl's modes do not do).
 
 **On this machine every "GPU" is logical**: the trainer, the engine and verl's workers share the same two cores,
@@ -183,7 +183,8 @@ def headline_figures(summary: dict[str, dict]) -> dict[str, str]:
 
 
 def median_of_repeats(repeats: list[dict]) -> dict:
-    """One mode's figures over its repeats: the run of median steps/s, with every repeat's steps/s and load."""
+    """One mode's figures over its repeats: the run of median steps/s (the lower middle one for an even count),
+    with every repeat's steps/s and load."""
     ordered = sorted(repeats, key=lambda figures: figures["steps_per_second"])
     chosen = dict(ordered[(len(ordered) - 1) // 2])
     chosen["repeats_steps_per_second"] = [figures["steps_per_second"] for figures in repeats]
