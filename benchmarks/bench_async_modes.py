@@ -2,7 +2,8 @@
 
     python benchmarks/bench_async_modes.py [--steps 16] [--repeats 1] [--only NAME,...] [--json FILE]
 
-One shared Ray session (:class:`verl_ext.cpu.launch.CPURaySession`, 2 logical GPUs) runs verl's ``main_ppo`` on
+One shared Ray session (:class:`verl_ext.cpu.launch.CPURaySession`, 2 logical GPUs: the trainer's and, for the
+split modes, the engine's) runs verl's ``main_ppo`` on
 the tiny model with the same data, batch sizes (the CPU profile's 8 prompts x 4 responses), algorithm (the
 recipe's REC-OneSide-NoIS) and step count in every mode (:data:`MODES`):
 
@@ -60,7 +61,6 @@ from verl_ext.checkpoint_backends import CPU_BACKEND  # noqa: E402
 from verl_ext.staleness.config import engine_pool_overrides  # noqa: E402
 
 LOGGING_WORKAROUND = {"VERL_LOGGING_LEVEL": "WARN"}  # see the module docstring
-RAY_GPUS = ("+ray_kwargs.ray_init.num_gpus=2",)  # 1 trainer GPU + 1 engine GPU (the split modes)
 ENGINE_ON_OWN_POOL = tuple(engine_pool_overrides(1, 1, CPU_BACKEND))  # one logical GPU, weights over gloo
 # measure_mismatch=false: its diagnostic forward pass (docs/staleness.md) is work verl's modes do not do
 DELAYED_1_1 = ("trainer.v1.trainer_mode=delayed_sync", "trainer.v1.delayed_sync.sync_interval=1",
@@ -196,15 +196,17 @@ def bench_cpu(modes: Sequence[Mode], steps: int, scratch: Path, repeats: int = 1
     """Every mode ``repeats`` times, round-robin (mode 1, 2, ..., then again), so that a change of the machine's
     load during the benchmark spreads over the modes; per mode the repeat of median steps/s."""
     from verl_ext.cpu.launch import CPURaySession, CPURun, compose_run_config
+    from verl_ext.cpu.topology import Topology
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = scratch / "assets"
     build_tiny_assets(assets)
     runs: dict[str, list[dict]] = {mode.name: [] for mode in modes}
-    with CPURaySession(scratch / "runs", assets, ray_overrides=RAY_GPUS) as session:
+    # 1 trainer GPU + 1 engine GPU (the split modes; the CPU profile sizes each run's Ray resources for its own)
+    with CPURaySession(scratch / "runs", assets, topology=Topology(1, 1, engine_gpus=1)) as session:
         for repeat in range(repeats):
             for mode in modes:
-                run = CPURun(f"{mode.name}_{repeat}", steps=steps, overrides=(*RAY_GPUS, *mode.overrides))
+                run = CPURun(f"{mode.name}_{repeat}", steps=steps, overrides=mode.overrides)
                 threshold = compose_run_config(run, scratch / "runs", assets).trainer.v1.sampler.max_off_policy_threshold
                 load = os.getloadavg()[0]
                 result = session.run(run).raise_for_error()

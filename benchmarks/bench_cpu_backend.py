@@ -10,8 +10,9 @@ run inside a shared Ray session, and the rollout's batched generation.
 2. session: ``--session-runs`` runs of 2 steps in one :class:`verl_ext.cpu.launch.CPURaySession`
    (what the e2e tests do): Ray start-up once, then the wall time of each run.
 3. generation: the CPU rollout's batched ``generate()`` (at most 12 new tokens, the untrained model's
-   own stopping) for 1, 8 and 32 requests, in-process on one thread, in CPU time of the process (fastest
-   of 7, so that other load disturbs it little); and the weight checksum of the model.
+   own stopping, one seed per request) for 1, 8 and 32 requests, and the same 32 requests generated one
+   at a time (the rollout's default, ``max_batch_size=1``: exact), in-process on one thread, in CPU time
+   of the process (fastest of 7, so that other load disturbs it little); and the weight checksum of the model.
 
 Figures depend on the machine and on other load: the docs record them with the machine they came from.
 """
@@ -79,19 +80,28 @@ def bench_generation(assets: Path) -> dict:
         "input_ids"
     ]
     figures = {}
-    torch.manual_seed(0)
+    eos = [tokenizer.eos_token_id, tokenizer.pad_token_id]
+
+    def generate(batch: list[SamplingRequest]):
+        return generate_batch_with_log_probs(model, [prompt] * len(batch), batch, eos_token_ids=eos, pad_token_id=tokenizer.pad_token_id)
+
+    requests = [SamplingRequest(max_new_tokens=12, seed=seed) for seed in range(32)]
     for batch in (1, 8, 32):
         times, tokens = [], []
         for _ in range(7):
             start = time.process_time()
-            results = generate_batch_with_log_probs(
-                model, [prompt] * batch, [SamplingRequest(max_new_tokens=12)] * batch,
-                eos_token_ids=[tokenizer.eos_token_id, tokenizer.pad_token_id], pad_token_id=tokenizer.pad_token_id,
-            )
+            results = generate(requests[:batch])
             times.append(time.process_time() - start)
             tokens.append(sum(len(result.token_ids) for result in results))
         figures[f"batch_{batch}_cpu_seconds"] = min(times)
         figures[f"batch_{batch}_tokens_per_cpu_second"] = statistics.mean(tokens) / min(times)
+    times = []
+    for _ in range(3):
+        start = time.process_time()
+        results = [generate([request])[0] for request in requests]
+        times.append(time.process_time() - start)
+    figures["alone_32_cpu_seconds"] = min(times)
+    figures["alone_32_tokens_per_cpu_second"] = sum(len(result.token_ids) for result in results) / min(times)
     start = time.process_time()
     weight_checksum(model.named_parameters())
     figures["checksum_cpu_seconds"] = time.process_time() - start
@@ -132,7 +142,10 @@ def main() -> int:
 
 
 def headline_figures(figures: dict) -> dict[str, str]:
-    headline = {"generation, 32 requests: tokens per CPU second": f"{figures['generation']['batch_32_tokens_per_cpu_second']:,.0f}"}
+    headline = {
+        "generation, 32 requests: tokens per CPU second": f"{figures['generation']['batch_32_tokens_per_cpu_second']:,.0f}",
+        "generation, 32 requests one at a time (default): tokens per CPU second": f"{figures['generation']['alone_32_tokens_per_cpu_second']:,.0f}",
+    }
     quickstart = figures.get("quickstart")
     if quickstart:
         headline["quickstart start-up s (launch to first step)"] = f"{quickstart['startup_seconds']:.0f}"

@@ -162,7 +162,7 @@ def concurrency_bound(slow: int = 16, easy: int = 4) -> dict[str, str]:
         f"(the others timed out in line)\n"
         f"  checker counts: {dict(equivalence_pool.get_checker().counts)}\n"
         f"  worst call {worst:.2f} s: {1e3 * (worst - bound):+.0f} ms past the bound of {bound:g} s "
-        f"(waking up and killing a child take milliseconds)",
+        f"(the OS running the waiting thread again; a killed child exits in the background)",
         flush=True,
     )
     return {

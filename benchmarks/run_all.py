@@ -15,6 +15,8 @@ data_prep       bench_data_prep.py         preprocessing throughput (rows/s) of 
 rewards         bench_rewards.py           latency and throughput of every reward scorer
 cpu_backend     bench_cpu_backend.py       the CPU backend: start-up time and training steps per
                                            second of verl's main_ppo on the tiny model
+scale           bench_scale.py             the CPU backend at world size 1 vs 2 (and two Ray nodes):
+                                           start-up, s/step, CPU-seconds, peak memory, same work
 overlap         bench_overlap.py           delayed_sync steps/s with and without overlap at (1,1),
                                            (4,1), (4,4), sync mode, and the limit max(train, gen)
 async_modes     bench_async_modes.py       verl's sync / colocate_async / separate_async next to
@@ -23,6 +25,8 @@ async_modes     bench_async_modes.py       verl's sync / colocate_async / separa
 gpu             bench_gpu.py               one GPU with vLLM: sync vs delayed_sync (1,0) (3,1) (8,0)
                                            offline (s/step, time split, memory), losses on CUDA;
                                            skipped (exit 0, says why) without a CUDA GPU and vLLM
+refusal         bench_refusal.py           how long the run scripts' launcher takes to refuse a bad
+                                           argument or variable (whole process), next to import torch
 ==============  =========================  ======================================================
 
 Each benchmark prints its full report, then one ``HEADLINE`` line (``headline.py``); at the end this
@@ -64,12 +68,16 @@ BENCHMARKS = (
     Benchmark("rewards", "bench_rewards.py", "reward scorer latency and throughput"),
     Benchmark("cpu_backend", "bench_cpu_backend.py", "CPU backend start-up and steps per second",
               ("--steps", "20", "--session-runs", "2")),
+    Benchmark("scale", "bench_scale.py", "CPU backend at world size 1 vs 2: start-up, s/step, CPU-s, memory",
+              ("--steps", "6")),
     Benchmark("overlap", "bench_overlap.py", "delayed_sync with and without overlap vs sync mode, and the limit",
               ("--steps", "12", "--grid", "1,1", "4,1")),
     Benchmark("async_modes", "bench_async_modes.py", "verl's trainer modes vs delayed_sync colocated and split",
               ("--steps", "8")),
     Benchmark("gpu", "bench_gpu.py", "sync vs delayed_sync on one GPU with vLLM, losses on CUDA (skipped without a GPU)",
               ("--steps", "6", "--modes", "sync,delayed_3_1", "--repeats", "20")),
+    Benchmark("refusal", "bench_refusal.py", "time to refuse a bad launcher argument or variable, next to import torch",
+              ("--repeats", "2")),
 )
 
 

@@ -210,7 +210,11 @@ def print_written(paths: dict[str, Path], outputs: dict[str, list[dict[str, Any]
 
 def run_command(main: Callable[[argparse.Namespace], None], parser: argparse.ArgumentParser, argv=None) -> int:
     """Parse ``argv``, run ``main``; a :class:`DataPrepError` prints ``error: ...`` and returns status 2,
-    Ctrl-C prints that nothing was written and returns 130 (the previous outputs are untouched)."""
+    Ctrl-C prints that nothing was written and returns 130 (the previous outputs are untouched).
+
+    An ``OSError`` that no step turned into a :class:`DataPrepError` (every known one is: reading in
+    :mod:`data_prep.raw_records`, writing in :mod:`data_prep.save_folder`) is reported the same way,
+    naming its file and cause, so that no file-system fault ends in a traceback."""
     args = parser.parse_args(argv)
     for stream in (sys.stdout, sys.stderr):  # a file name that is not valid UTF-8 must not stop a report
         if hasattr(stream, "reconfigure"):
@@ -220,6 +224,11 @@ def run_command(main: Callable[[argparse.Namespace], None], parser: argparse.Arg
         main(args)
     except DataPrepError as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
+        return 2
+    except OSError as error:
+        where = ": ".join(str(name) for name in (error.filename, error.filename2) if name is not None)
+        cause = error.strerror or str(error) or type(error).__name__
+        print(f"error: {where + ': ' if where else ''}{cause}", file=sys.stderr, flush=True)
         return 2
     except KeyboardInterrupt:
         print(

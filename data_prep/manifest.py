@@ -80,10 +80,13 @@ def incompleteness(folder: Path, wanted: list[str], options: dict[str, Any] | No
             return f"{name} is not part of the last complete output ({sorted(files)})"
     for name, recorded in files.items():
         path = folder / name
-        if not path.is_file():
-            return f"{name} is missing"
-        if path.stat().st_size != recorded.get("bytes") or file_digest(path) != recorded.get("sha256"):
-            return f"{name} differs from the one the last complete run wrote (files from two runs?)"
+        try:
+            if not path.is_file():
+                return f"{name} is missing"
+            if path.stat().st_size != recorded.get("bytes") or file_digest(path) != recorded.get("sha256"):
+                return f"{name} differs from the one the last complete run wrote (files from two runs?)"
+        except OSError as error:  # an I/O error, the file removed meanwhile: not a complete output
+            return f"{name} cannot be read ({error.strerror or error})"
     if options is not None and data.get("options") != content_options(options):
         return f"prepared with other options ({data.get('options')}; wanted {content_options(options)})"
     return None

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 import tokenize
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 JSON_WORDS = {"true": True, "false": False, "null": None}
@@ -79,7 +81,7 @@ def parse_call_list(text: str) -> list[dict[str, Any]]:
                 raise CallSyntaxError("'**' argument", f"in the call to '{name}'")
             if keyword.arg in arguments:
                 raise CallSyntaxError("repeated argument", f"'{keyword.arg}' in the call to '{name}'")
-            arguments[keyword.arg] = _literal(keyword.value, name, keyword.arg)
+            arguments[keyword.arg] = _literal(keyword.value, name, keyword.arg, placeholder_source)
         calls.append({"name": name, "arguments": arguments})
     if not calls:
         raise CallSyntaxError("empty call list")
@@ -168,6 +170,13 @@ def _matching_paren(source: str, opening: int) -> int:
     raise CallSyntaxError("unbalanced brackets or quotes")
 
 
+def _exact(number_text: str) -> Decimal | None:
+    try:
+        return Decimal(number_text)
+    except (InvalidOperation, ValueError):
+        return None
+
+
 class _JsonWords(ast.NodeTransformer):
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if node.id in JSON_WORDS:
@@ -175,12 +184,25 @@ class _JsonWords(ast.NodeTransformer):
         return node
 
 
-def _literal(node: ast.AST, function: str, argument: str) -> Any:
-    """The JSON value of one argument, or :class:`CallSyntaxError`."""
+def _literal(node: ast.AST, function: str, argument: str, source: str) -> Any:
+    """The JSON value of one argument, or :class:`CallSyntaxError`.
+
+    A number is written to JSON as Python's float holds it; one whose written digits a 64-bit float
+    cannot hold (``1.0000000000000000001`` would become ``1.0``, 20 significant digits lose the last
+    ones) is an error rather than a silently changed ground truth: the reward compares numbers by their
+    exact decimal value (:mod:`verl_ext.rewards.toolace`), so a response copying the digits would score 0.
+    """
     try:
         value = ast.literal_eval(_JsonWords().visit(node))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise CallSyntaxError("an argument is not a literal value", f"'{argument}' of '{function}'") from None
+    for constant in ast.walk(node):
+        if isinstance(constant, ast.Constant) and type(constant.value) is float and math.isfinite(constant.value):
+            written = ast.get_source_segment(source, constant) or ""
+            if _exact(written) is not None and _exact(written) != _exact(repr(constant.value)):
+                raise CallSyntaxError(
+                    "a number a 64-bit float cannot hold exactly", f"{written[:40]} in '{argument}' of '{function}'"
+                )
     try:
         return json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError):

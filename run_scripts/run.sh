@@ -3,7 +3,7 @@
 #
 #   PROFILE    gsm8k-qwen2.5-1.5b (gsm8k), toolace-llama3.2-3b (toolace), guru-qwen2.5-7b, guru-qwen3-30b-a3b,
 #              math-llama3.1-8b (math): a column of the REC paper's Table 1
-#   ALGORITHM  a registered loss (rec_reinforce, rec_oneside_is, ..., opmd, asymre, red_weight, offpolicy_grpo),
+#   ALGORITHM  a registered loss (rec_reinforce, rec_oneside_is, ..., red_weight, offpolicy_grpo, topr, m2po),
 #              red_drop or grpo (alias: reinforce = rec_reinforce); a clipped one takes its epsilons as
 #              NAME@LOW_HIGH, e.g. rec_oneside_nois@0.6_2
 #   SETTING    on_policy (default), sync_interval_M, sync_offset_N, sync_interval_M_offset_N, offline

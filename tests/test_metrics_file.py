@@ -69,7 +69,7 @@ def test_bytes_that_are_not_utf8_are_an_error_except_in_a_cut_last_line(tmp_path
 
 
 def test_an_unreadable_path_is_named(tmp_path):
-    with pytest.raises(MetricsFileError, match="cannot read the metrics file"):
+    with pytest.raises(MetricsFileError, match="a folder, not a regular file: not the metrics file"):
         read_metrics_file(tmp_path)  # a folder
 
 

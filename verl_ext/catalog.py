@@ -4,18 +4,47 @@ This table is the single source for the registration (:mod:`verl_ext.registratio
 ``verl-ext list`` and for the algorithm table in the docs. Pick an algorithm by its name:
 
     algorithm.adv_estimator=<estimator>   actor_rollout_ref.actor.policy_loss.loss_mode=<loss>
+
+Importing this module does not import torch: the run scripts' launcher reads the names and keys from it to
+refuse a bad argument in a fraction of a second (tests/adversarial/test_launcher_variables.py checks it). The
+losses and estimators are imported when one is first computed (``losses``, ``advantage_functions`` below).
 """
 
+import importlib
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-import torch
+from verl_ext import metric_names
 
-from verl_ext import losses, metric_names
-from verl_ext.advantages import rec_advantages, red_drop_advantages
-from verl_ext.losses import LossTerms
-from verl_ext.losses.opmd import REGULARIZER_FORMS
+if TYPE_CHECKING:
+    import torch
+
+    from verl_ext.losses import LossTerms
+
+
+class _ImportedOnUse:
+    """A module imported at its first attribute access (``losses.rec_loss``)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        return getattr(importlib.import_module(self._name), attribute)
+
+
+losses = _ImportedOnUse("verl_ext.losses")
+advantage_functions = _ImportedOnUse("verl_ext.advantages")
+
+
+def loss_constant(module: str, name: str):
+    """A constant of a loss module (``verl_ext.losses.<module>``), imported when first needed."""
+    return getattr(importlib.import_module(f"verl_ext.losses.{module}"), name)
+
+
+def _default_regularizer_form() -> str:
+    return loss_constant("opmd", "REGULARIZER_FORMS")[0]
+
 
 EPSILONS = ("actor_rollout_ref.actor.clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_high")
 OUTER_MARGINS = (
@@ -25,6 +54,9 @@ OUTER_MARGINS = (
 BETA = ("actor_rollout_ref.actor.policy_loss.reg_coef",)
 REG_FORM = ("actor_rollout_ref.actor.policy_loss.reg_form",)
 TEMPERATURE = ("actor_rollout_ref.actor.policy_loss.weight_temperature",)
+TOPR_RATIO_LEVEL = ("actor_rollout_ref.actor.policy_loss.topr_ratio_level",)
+M2_THRESHOLD = ("actor_rollout_ref.actor.policy_loss.m2_threshold",)
+M2_TOKENS = ("actor_rollout_ref.actor.policy_loss.m2_tokens",)
 
 
 @dataclass(frozen=True)
@@ -37,11 +69,14 @@ class Hyperparameters:
     outer_epsilon_high: float
     beta: float
     temperature: float
-    regularizer_form: str = REGULARIZER_FORMS[0]  # OPMD's square: "sequence" (the paper's) or "token"
+    regularizer_form: str = field(default_factory=_default_regularizer_form)  # OPMD's square: "sequence" (the paper's) or "token"
+    topr_ratio_level: str = field(default_factory=lambda: loss_constant("topr", "RATIO_LEVELS")[0])  # TOPR's ratio: "sequence" (the paper's) or "token" (Trinity-RFT's)
+    m2_threshold: float = field(default_factory=lambda: loss_constant("m2po", "PAPER_THRESHOLD"))  # tau_M2 of M2PO
+    m2_tokens: str = field(default_factory=lambda: loss_constant("m2po", "TOKEN_SETS")[0])  # M2PO's token set: "trust_region" (the paper's) or "all" (AReaL's)
 
 
 # compute(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hyperparameters) -> LossTerms
-LossCompute = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor], Hyperparameters], LossTerms]
+LossCompute = Callable[["torch.Tensor", "torch.Tensor", "torch.Tensor", "torch.Tensor", Optional["torch.Tensor"], Hyperparameters], "LossTerms"]
 
 
 @dataclass(frozen=True)
@@ -58,18 +93,20 @@ class PolicyLossSpec:
     regularizer: bool = False  # a term that gives every response a gradient, whatever its advantage
     # the actor.loss_agg_mode the paper's formula is (None: verl's default token-mean)
     paper_loss_agg_mode: Optional[str] = None
+    # the paper's advantages are GRPO's std-normalised group advantages (verl's "grpo" estimator), not A = r - mean
+    grpo_advantages: bool = False
 
 
 @dataclass(frozen=True)
 class Estimate:
     """An estimator's output: one advantage per response, and metrics for the trainer to log."""
 
-    advantages: torch.Tensor  # (batch,)
+    advantages: "torch.Tensor"  # (batch,)
     metrics: dict[str, float] = field(default_factory=dict)
 
 
 # compute(scores, group ids, algorithm config) -> Estimate; scores are one reward per response, (batch,)
-EstimatorCompute = Callable[[torch.Tensor, Any, Any], Estimate]
+EstimatorCompute = Callable[["torch.Tensor", Any, Any], Estimate]
 
 
 @dataclass(frozen=True)
@@ -125,6 +162,14 @@ def _red_weight(log_prob, old_log_prob, advantages, response_mask, rollout_is_we
     return losses.red_weight_loss(log_prob, old_log_prob, advantages, response_mask, temperature=hp.temperature)
 
 
+def _topr(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hp):
+    return losses.topr_loss(log_prob, old_log_prob, advantages, response_mask, ratio_level=hp.topr_ratio_level)
+
+
+def _m2po(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hp):
+    return losses.m2po_loss(log_prob, old_log_prob, advantages, response_mask, threshold=hp.m2_threshold, tokens=hp.m2_tokens)
+
+
 def _offpolicy_grpo(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hp):
     if rollout_is_weights is None:
         raise ValueError(
@@ -171,24 +216,41 @@ POLICY_LOSSES: dict[str, PolicyLossSpec] = {
         PolicyLossSpec("asymre", "AsymRE (Meta)", f"{REC}, Section 4.2", _asymre, BETA, old_log_prob="unused", regularizer=True),
         PolicyLossSpec("red_weight", "RED-Weight", f"{REC}, Section 4.3", _red_weight, TEMPERATURE, old_log_prob="unused"),
         PolicyLossSpec(
-            "offpolicy_grpo", "off-policy GRPO", "arXiv 2505.22257, eq. 6", _offpolicy_grpo, EPSILONS, old_log_prob="current_and_behaviour"
+            "offpolicy_grpo",
+            "off-policy GRPO",
+            "arXiv 2505.22257, eq. 6",
+            _offpolicy_grpo,
+            EPSILONS,
+            old_log_prob="current_and_behaviour",
+            grpo_advantages=True,
+        ),
+        PolicyLossSpec("topr", "TOPR (Tapered Off-Policy REINFORCE)", "arXiv 2503.14286, Section 3", _topr, TOPR_RATIO_LEVEL),
+        PolicyLossSpec(
+            "m2po",
+            "M2PO (Second-Moment Trust Policy Optimization)",
+            "arXiv 2510.01161, Algorithm 1",
+            _m2po,
+            M2_THRESHOLD + M2_TOKENS,
+            grpo_advantages=True,
         ),
     )
 }
 
 def _rec_estimate(scores, index, config) -> Estimate:
-    return Estimate(rec_advantages(scores, index))
+    return Estimate(advantage_functions.rec_advantages(scores, index))
 
 
 # verl's v1 trainer pads a batch to whole mini-batches with zero-loss rows whose group id starts with this
 # (verl/trainer/ppo/padding_utils.py); they are not responses, so they stay out of the dropped fraction.
 VERL_PADDING_UID_PREFIX = "pad"
 
-_red_drop_generators: dict[int, torch.Generator] = {}
+_red_drop_generators: dict[int, "torch.Generator"] = {}
 
 
-def red_drop_generator(seed: int) -> torch.Generator:
+def red_drop_generator(seed: int) -> "torch.Generator":
     """One generator per seed per process, seeded once: the run draws the same drops every time."""
+    import torch
+
     if seed not in _red_drop_generators:
         _red_drop_generators[seed] = torch.Generator().manual_seed(seed)
     return _red_drop_generators[seed]
@@ -200,7 +262,9 @@ def red_drop_seed(config) -> int:
 
 
 def _red_drop_estimate(scores, index, config) -> Estimate:
-    result = red_drop_advantages(scores, index, red_drop_generator(red_drop_seed(config)))
+    import torch
+
+    result = advantage_functions.red_drop_advantages(scores, index, red_drop_generator(red_drop_seed(config)))
     real = torch.tensor([not str(uid).startswith(VERL_PADDING_UID_PREFIX) for uid in index], dtype=torch.bool)
     dropped = (~result.kept)[real].to(torch.float32)
     return Estimate(result.advantages, {metric_names.RED_DROP_DROPPED_FRACTION: dropped.mean().item() if dropped.numel() else 0.0})

@@ -20,7 +20,9 @@ from verl.workers.config import PolicyLossConfig
 
 from verl_ext.catalog import POLICY_LOSSES, estimator_spec, policy_loss_spec
 from verl_ext.config_values import ConfigError, is_finite_number, reject
+from verl_ext.losses.m2po import PAPER_THRESHOLD, TOKEN_SETS
 from verl_ext.losses.opmd import REGULARIZER_FORMS
+from verl_ext.losses.topr import RATIO_LEVELS
 
 OFFPOLICY_GRPO_MIN_IS_THRESHOLD = 100.0
 
@@ -36,6 +38,11 @@ class RECPolicyLossConfig(PolicyLossConfig):
         reg_form: OPMD's regularizer, ``sequence`` ((beta/2)(sum_t Delta_t)^2 per response, the paper's) or
             ``token`` ((beta/2) sum_t Delta_t^2, Trinity-RFT's k2 form and verl's ``dro``); see :mod:`verl_ext.losses.opmd`.
         weight_temperature: T of RED-Weight, w_i = exp(A_i / T) (> 0).
+        topr_ratio_level: TOPR's truncated ratio, ``sequence`` (pi(y)/mu(y) of the whole response, the paper's) or
+            ``token`` (per-token ratio, Trinity-RFT's); see :mod:`verl_ext.losses.topr`.
+        m2_threshold: tau_M2 of M2PO, the bound on the mean squared log-ratio of the kept tokens (>= 0; paper: 0.04).
+        m2_tokens: the tokens M2PO measures and masks, ``trust_region`` (the paper's) or ``all`` (AReaL's); see
+            :mod:`verl_ext.losses.m2po`.
         clip_ratio_low, clip_ratio_high, adv_estimator, bypass_mode, rollout_is, rollout_is_threshold,
         rollout_is_batch_normalize, use_v1: mirrors of ``actor.clip_ratio_low/high``,
         ``algorithm.adv_estimator``, ``algorithm.rollout_correction.*`` and ``trainer.use_v1``, filled by
@@ -47,6 +54,9 @@ class RECPolicyLossConfig(PolicyLossConfig):
     reg_coef: float = 0.1
     reg_form: str = REGULARIZER_FORMS[0]
     weight_temperature: float = 1.0
+    topr_ratio_level: str = RATIO_LEVELS[0]
+    m2_threshold: float = PAPER_THRESHOLD
+    m2_tokens: str = TOKEN_SETS[0]
 
     clip_ratio_low: Optional[float] = None
     clip_ratio_high: Optional[float] = None
@@ -101,8 +111,17 @@ def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
     spec = policy_loss_spec(loss_mode)
     if config.reg_form not in REGULARIZER_FORMS:
         reject(_key("reg_form"), config.reg_form, f"one of {list(REGULARIZER_FORMS)}", "It chooses OPMD's regularizer (docs/algorithms.md).")
+    if config.topr_ratio_level not in RATIO_LEVELS:
+        reject(_key("topr_ratio_level"), config.topr_ratio_level, f"one of {list(RATIO_LEVELS)}",
+               "It chooses TOPR's truncated ratio (docs/algorithms.md).")
+    if config.m2_tokens not in TOKEN_SETS:
+        reject(_key("m2_tokens"), config.m2_tokens, f"one of {list(TOKEN_SETS)}",
+               "It chooses the tokens M2PO measures and masks (docs/algorithms.md).")
+    if config.m2_threshold < 0:
+        reject(_key("m2_threshold"), config.m2_threshold, "a finite number >= 0 (tau_M2 of M2PO; paper: 0.04)")
     _reject_unread_keys(config, spec)
-    if spec is None:  # one of verl's own losses: nothing more of ours to check
+    if spec is None:  # one of verl's own losses: only what verl itself would find wrong after Ray starts
+        _check_verl_loss(config)
         return
 
     if spec.uses_outer_margins:
@@ -143,9 +162,32 @@ def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
         )
 
 
+# verl's loss that its legacy trainer substitutes for loss_mode under algorithm.rollout_correction.bypass_mode=true
+VERL_BYPASS_LOSS = "bypass_mode"
+VERL_DRO_LOSS = "dro"  # verl's DRO: needs policy_loss.dro_beta > 0, which verl checks only when the loss first runs
+
+
+def _check_verl_loss(config: RECPolicyLossConfig) -> None:
+    """verl's own losses: the settings verl would refuse (or ignore) only inside the actor workers."""
+    if config.loss_mode == VERL_DRO_LOSS and not (is_finite_number(config.dro_beta) and config.dro_beta > 0):
+        reject(_key("dro_beta"), config.dro_beta, f"a finite number > 0 with loss_mode={VERL_DRO_LOSS!r}",
+               "verl's DRO loss raises on anything else in its first actor update, after Ray and the workers start.")
+    if config.loss_mode == VERL_BYPASS_LOSS and config.use_v1 is not False:
+        raise ConfigError(
+            f"{_key('loss_mode')}={VERL_BYPASS_LOSS!r} is verl's internal loss, which its legacy trainer (trainer.use_v1=false) "
+            "puts in place of loss_mode when algorithm.rollout_correction.bypass_mode=true, copying "
+            "algorithm.rollout_correction into it. Chosen by hand under trainer.use_v1=true, it reads "
+            "policy_loss.rollout_correction, which nothing fills, so every algorithm.rollout_correction key (loss_type, "
+            "rollout_is, rollout_rs, ...) would be ignored. With bypass_mode=true the v1 trainer already gives every loss "
+            "pi_old = the behaviour policy: pick the loss itself (vanilla is its loss_type=ppo_clip; rec_reinforce is "
+            "REINFORCE without importance weights)."
+        )
+
+
 # verl-ext's own hyperparameters in this node (not verl's fields, not the mirrors), each read by the losses whose
 # catalog entry lists its key.
-OWN_KEYS = ("outer_clip_ratio_low", "outer_clip_ratio_high", "reg_coef", "reg_form", "weight_temperature")
+OWN_KEYS = ("outer_clip_ratio_low", "outer_clip_ratio_high", "reg_coef", "reg_form", "weight_temperature",
+            "topr_ratio_level", "m2_threshold", "m2_tokens")
 
 
 def _reject_unread_keys(config: RECPolicyLossConfig, spec) -> None:
@@ -173,6 +215,7 @@ NUMBER_KEYS = (
     ("outer_clip_ratio_high", _key("outer_clip_ratio_high"), "a finite number >= 0 (epsilon'_high of REC-Ring)"),
     ("reg_coef", _key("reg_coef"), "a finite number >= 0 (beta of OPMD/AsymRE; paper: 0.1)"),
     ("weight_temperature", _key("weight_temperature"), "a finite number > 0 (T of RED-Weight; paper: 1.0)"),
+    ("m2_threshold", _key("m2_threshold"), "a finite number >= 0 (tau_M2 of M2PO; paper: 0.04)"),
     ("clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_low", "a finite number in [0, 1] (epsilon_low)"),
     ("clip_ratio_high", "actor_rollout_ref.actor.clip_ratio_high", "a finite number >= 0 (epsilon_high)"),
 )

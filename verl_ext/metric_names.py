@@ -36,6 +36,7 @@ WAIT_FOR_GENERATION_S = "staleness/wait_for_generation_s"
 GENERATION_HIDDEN_S = "staleness/generation_hidden_s"
 ENGINE_BUSY_S = "staleness/engine_busy_s"
 ENGINE_BUSY_FRACTION = "staleness/engine_busy_fraction"
+STALENESS_TIMINGS = (WAIT_FOR_BATCH_S, WAIT_FOR_GENERATION_S, GENERATION_HIDDEN_S, ENGINE_BUSY_S, ENGINE_BUSY_FRACTION)
 
 # Written by verl_ext.catalog's RED-Drop advantage estimator (through verl_ext.step_metrics; logged under
 # the delayed_sync trainer mode only).
@@ -76,6 +77,9 @@ GLOO_SEND_SECONDS = "checkpoint_engine/gloo/send_seconds"
 # do the same with their terms' metrics (verl_ext.registration).
 ACTOR_PREFIX = "actor/"
 KL_LOSS = "actor/kl_loss"  # verl/workers/utils/losses.py: KL to the reference model (use_kl_loss)
+# mean of log pi_old - log pi_theta over the micro-batch before the update (verl's losses and verl-ext's): with
+# algorithm.rollout_correction.bypass_mode=true pi_old is the behaviour policy, so this estimates KL(behaviour || current)
+PPO_KL = "actor/ppo_kl"
 PG_CLIPFRAC = "actor/pg_clipfrac"  # verl/trainer/ppo/core_algos.py's losses, and verl-ext's (verl_ext.registration)
 ENTROPY = "actor/entropy"  # verl/trainer/ppo/v1/trainer_base.py (actor.calculate_entropy=true)
 ENTROPY_LOSS = "actor/entropy_loss"  # verl/workers/utils/losses.py
@@ -86,6 +90,19 @@ MAX_MEMORY_ALLOCATED_GB = "actor/perf/max_memory_allocated_gb"  # verl/workers/e
 # over N samples per prompt; the variables verl-ext plots are the reward function's "acc" and "reward".
 VALIDATION_MEAN = re.compile(r"^val-core/(?P<source>.+)/(?P<variable>acc|reward)/mean@(?P<samples>\d+)$")
 VALIDATION_MEAN_TEXT = "val-core/<data_source>/acc/mean@N"  # for messages
+
+
+# Measurements of the machine rather than of the training: wall-clock times, throughput, memory. They differ
+# between two runs that train identically (verl_ext.cpu.run_comparison leaves them out).
+TIMING_PER_TOKEN_PREFIX = "timing_per_token_ms/"  # verl/trainer/ppo/metric_utils.py (compute_timing_metrics)
+PERF_PREFIX = "perf/"  # verl/trainer/ppo/metric_utils.py (compute_throughout_metrics) and the trainer's perf/mfu/*
+ACTOR_PERF_PREFIX = "actor/perf/"  # verl/workers/engine_workers.py: memory of the actor's process
+MEASUREMENT_PREFIXES = (TIMING_PREFIX, TIMING_PER_TOKEN_PREFIX, PERF_PREFIX, ACTOR_PERF_PREFIX)
+
+
+def is_measurement(name: str) -> bool:
+    """Whether metric ``name`` measures the machine (time, throughput, memory) rather than the training."""
+    return name.startswith(MEASUREMENT_PREFIXES) or name in STALENESS_TIMINGS
 
 
 def timing(phase: str) -> str:

@@ -16,7 +16,9 @@ benchmarks:
   (:attr:`MetricsFile.skipped_lines`) so that the caller can say so; a complete last line is checked like
   any other;
 - metric values are kept as written; :meth:`MetricsFile.series` keeps the numbers among them (strings,
-  lists and ``null`` -- verl's NaN -- are left out) as floats.
+  lists and ``null`` -- verl's NaN -- are left out) as floats;
+- the file must be a regular file of at most :data:`MAX_BYTES` (a FIFO would block the reader, a link to
+  ``/dev/zero`` would never end: :func:`verl_ext.files.open_regular`), read a line at a time.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from verl_ext.files import open_regular
+
+# A verl record is a few KB (hundreds of metrics): 512 MiB is some 100,000 steps; more is not a metrics file
+MAX_BYTES = 512 * 1024 * 1024
 
 
 class MetricsFileError(ValueError):
@@ -63,35 +70,34 @@ def _is_number(value: Any) -> bool:
 def read_metrics_file(path: str | os.PathLike) -> MetricsFile:
     """Read one file-logger JSONL under the policy of the module docstring."""
     path = Path(path)
-    try:
-        content = path.read_bytes()
-    except OSError as error:
-        raise MetricsFileError(f"{path}: cannot read the metrics file ({error.strerror or error})") from None
-    lines = content.split(b"\n")  # the last element is b"" when the file ends with a newline
     by_step: dict[int, dict[str, Any]] = {}
     skipped = 0
-    for index, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        number = index + 1
-        cut_short = index == len(lines) - 1  # the last line, with no newline after it
-        try:
-            record = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            if cut_short:
-                skipped += 1
+    read = 0
+    with open_regular(path, MAX_BYTES, "metrics file (verl's file-logger JSONL)", MetricsFileError) as file:
+        for number, raw in enumerate(file, start=1):
+            read += len(raw)
+            if read > MAX_BYTES:  # it grew while being read
+                raise MetricsFileError(f"{path}: more than the {MAX_BYTES} bytes a metrics file may have")
+            if not raw.strip():
                 continue
-            raise MetricsFileError(f"{path}, line {number}: not UTF-8 text") from None
-        except json.JSONDecodeError as error:
-            if cut_short:
-                skipped += 1
-                continue
-            raise MetricsFileError(f"{path}, line {number}: not JSON ({error.msg})") from None
-        except (RecursionError, ValueError) as error:  # nested too deeply; an integer of thousands of digits
-            reason = "nested too deeply" if isinstance(error, RecursionError) else error
-            raise MetricsFileError(f"{path}, line {number}: not a file-logger record ({reason})") from None
-        step, data = _checked_record(record, path, number)
-        by_step.setdefault(step, {"step": step}).update(data)
+            cut_short = not raw.endswith(b"\n")  # only the last line can lack its newline
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                if cut_short:
+                    skipped += 1
+                    continue
+                raise MetricsFileError(f"{path}, line {number}: not UTF-8 text") from None
+            except json.JSONDecodeError as error:
+                if cut_short:
+                    skipped += 1
+                    continue
+                raise MetricsFileError(f"{path}, line {number}: not JSON ({error.msg})") from None
+            except (RecursionError, ValueError) as error:  # nested too deeply; an integer of thousands of digits
+                reason = "nested too deeply" if isinstance(error, RecursionError) else error
+                raise MetricsFileError(f"{path}, line {number}: not a file-logger record ({reason})") from None
+            step, data = _checked_record(record, path, number)
+            by_step.setdefault(step, {"step": step}).update(data)
     return MetricsFile(path, [by_step[step] for step in sorted(by_step)], skipped)
 
 

@@ -7,7 +7,9 @@ scripts always add it). It appends one JSON object per training step to ``$VERL_
     {"step": 12, "data": {"critic/score/mean": 0.41, "actor/pg_clipfrac": 0.02, ...}}
 
 The run scripts write each run's log to ``outputs/metrics/<project>/<experiment>.jsonl`` with a description
-``<experiment>.run.json`` beside it (``run``: the curve's label, ``group``: the staleness setting). verl's
+``<experiment>.run.json`` beside it (:mod:`verl_ext.run_description`; ``run``: the curve's label, ``group``: the
+staleness setting). Every file is checked as it is read (a regular file of bounded size, the shape its reader
+expects), an error names the file (and line, field), and each PNG is written whole or not at all. verl's
 file logger truncates its file when a run starts again (a resume); the scripts first move the earlier log to
 ``<experiment>.partN.jsonl``, and this module joins the parts of a run (a later part wins on a repeated step).
 
@@ -36,7 +38,7 @@ response_length     ``response_length/mean``
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -44,7 +46,10 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from verl_ext import metric_names
+from verl_ext.files import write_whole
 from verl_ext.metrics_file import MetricsFileError, read_metrics_file
+from verl_ext.run_description import SUFFIX as DESCRIPTION_SUFFIX
+from verl_ext.run_description import read_run_description
 
 REWARD_WINDOW = 3
 PART_SUFFIX = re.compile(r"^(?P<run>.+)\.part(?P<part>\d+)$")
@@ -125,14 +130,10 @@ def load_runs(files: Sequence[Path]) -> list[Run]:
                 run.metrics.setdefault(metric, {}).update(points)  # a later part wins on a repeated step
             run.skipped_lines += part.skipped_lines
             run.files.append(path)
-        description = folder / f"{name}.run.json"
-        if description.is_file():
-            try:
-                info = json.loads(description.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as error:
-                raise MetricsFileError(f"{description}: not JSON ({error.msg})") from None
-            run.name = str(info.get("run") or name)
-            run.group = str(info.get("group") or "")
+        description = folder / f"{name}{DESCRIPTION_SUFFIX}"
+        if os.path.lexists(description):  # a FIFO, a link to a device or a broken link is an error, not absent
+            info = read_run_description(description)
+            run.name, run.group = info.run, info.group
         runs.append(run)
     return runs
 
@@ -225,7 +226,7 @@ def collect_inputs(paths: Sequence[Path], name: Optional[str]) -> list[tuple[str
             if not files:
                 raise FileNotFoundError(f"{path}: no *.jsonl metrics files (verl's file logger writes <experiment>.jsonl)")
             figures.append((name or path.name, files))
-        elif path.is_file():
+        elif os.path.lexists(path):  # a file, or something the reader refuses by name (a FIFO, a device)
             loose.append(path)
         else:
             raise FileNotFoundError(f"{path}: no such file or folder")
@@ -251,6 +252,8 @@ def plot_main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--window must be >= 1, got {args.window}")
     if not panels:
         parser.error(f"--panels: name at least one of {', '.join(PANELS)}")
+    if args.name is not None and (args.name in ("", ".", "..") or "/" in args.name or "\0" in args.name):
+        parser.error(f"--name {args.name!r}: the PNG's file name, without '/' (the folder is --out)")
     try:
         figures = collect_inputs(args.paths, args.name)
         args.out.mkdir(parents=True, exist_ok=True)
@@ -258,10 +261,12 @@ def plot_main(argv: Optional[Sequence[str]] = None) -> int:
             runs = load_runs(files)
             figure = build_figure(runs, panels, args.window, title=figure_name)
             target = args.out / f"{figure_name}.png"
-            figure.savefig(target, dpi=110)
             import matplotlib.pyplot as plt
 
-            plt.close(figure)
+            try:  # whole or not at all: a failed write (full disk, file-size limit) keeps the previous PNG
+                write_whole(target, lambda file: figure.savefig(file, format="png", dpi=110))
+            finally:
+                plt.close(figure)
             print(f"{target}: {len(runs)} run(s), panels {', '.join(panels)}")
             for run in runs:
                 missing = [p for p in panels if not panel_series(run, PANELS[p], args.window)[0]]

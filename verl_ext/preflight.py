@@ -217,6 +217,13 @@ SUMMARY_KEYS = {
         "actor_rollout_ref.rollout.val_kwargs.top_p",
         "actor_rollout_ref.rollout.val_kwargs.n",
     ),
+    "seeds": (
+        "data.seed",
+        "actor_rollout_ref.rollout.seed",
+        "actor_rollout_ref.actor.data_loader_seed",
+        "actor_rollout_ref.rollout.agent.default_agent_loop",
+        "actor_rollout_ref.rollout.full_determinism",
+    ),
     "regularizers": (
         "actor_rollout_ref.actor.use_kl_loss",
         "actor_rollout_ref.actor.kl_loss_coef",
@@ -321,6 +328,7 @@ def summarize(resolved: dict) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         "train " + pairs("actor_rollout_ref.rollout.temperature", "actor_rollout_ref.rollout.top_p")
         + "; eval " + " ".join(f"{_short(k)}={s[k]}" for k in SUMMARY_KEYS["sampling"][2:]),
     ))
+    lines.append(("seeds", _seeds_line(s)))
     lines.append(("regularizers", pairs(*SUMMARY_KEYS["regularizers"])
                   + (" (KL to the initial policy measured as actor/kl_loss, not optimised)"
                      if s["actor_rollout_ref.actor.use_kl_loss"] and not s["actor_rollout_ref.actor.kl_loss_coef"] else "")))
@@ -342,6 +350,20 @@ def _engine_line(s: dict[str, Any]) -> str:
     return (f"own pool: {nodes} node(s) x {per_node} GPUs = {nodes * per_node} GPUs, {replicas} replica(s) of TP "
             f"{tensor_parallel}, resident (free_cache_engine={s['actor_rollout_ref.rollout.free_cache_engine']}); "
             f"weights through checkpoint_engine.backend={s['actor_rollout_ref.rollout.checkpoint_engine.backend']}")
+
+
+def _seeds_line(s: dict[str, Any]) -> str:
+    from verl_ext.seeding import SEEDED_AGENT_LOOP
+
+    seeds = " ".join(f"{key}={s[key]}" for key in SUMMARY_KEYS["seeds"][:3])
+    loop = s["actor_rollout_ref.rollout.agent.default_agent_loop"]
+    if loop == SEEDED_AGENT_LOOP:
+        sampling = f"each request seeded from rollout.seed, step, prompt and session ({loop})"
+    elif s["actor_rollout_ref.rollout.full_determinism"]:
+        sampling = f"verl's full_determinism: one seed per replica for every request ({loop})"
+    else:
+        sampling = f"the engine's own ({loop}; not reproducible, see docs/cpu-backend.md#what-a-seed-fixes)"
+    return f"{seeds}; sampling: {sampling}"
 
 
 def _staleness_line(s: dict[str, Any]) -> str:

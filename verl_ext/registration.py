@@ -15,7 +15,9 @@ import torch
 
 from verl_ext import metric_names, step_metrics
 from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES, EstimatorSpec, Hyperparameters, PolicyLossSpec
+from verl_ext.losses.m2po import PAPER_THRESHOLD, TOKEN_SETS
 from verl_ext.losses.opmd import REGULARIZER_FORMS
+from verl_ext.losses.topr import RATIO_LEVELS
 
 
 def hyperparameters(config) -> Hyperparameters:
@@ -43,6 +45,9 @@ def hyperparameters(config) -> Hyperparameters:
         beta=float(policy_loss.reg_coef),
         temperature=float(policy_loss.weight_temperature),
         regularizer_form=str(policy_loss.get("reg_form", REGULARIZER_FORMS[0])),
+        topr_ratio_level=str(policy_loss.get("topr_ratio_level", RATIO_LEVELS[0])),
+        m2_threshold=float(policy_loss.get("m2_threshold", PAPER_THRESHOLD)),
+        m2_tokens=str(policy_loss.get("m2_tokens", TOKEN_SETS[0])),
     )
 
 

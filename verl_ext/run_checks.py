@@ -1,9 +1,12 @@
 """verl-ext's checks of a whole ``main_ppo`` config, run in the driver before Ray, data or any worker starts.
 
 One function, :func:`check_run_config`, owns the checks that verl's ``validate_config`` does not run for us:
-the batch arithmetic, the ``trainer.v1.delayed_sync`` block (in every trainer mode),
-``algorithm.red_drop_seed``, the actor's learning rate and, when the custom reward function is verl-ext's,
-its ``reward_kwargs`` and the ``VERL_EXT_MATH_*`` variables (else the first batch would fail on them, after
+the batch arithmetic (per trainer rank too), a CPU run's topology (:mod:`verl_ext.cpu.topology`), the
+``trainer.v1.delayed_sync`` block (in every trainer mode; outside ``delayed_sync`` a key set to another value
+than its default is refused, it would be ignored), ``trainer.logger`` (each name a backend of verl's
+``Tracking``, which otherwise fails only inside Ray), ``algorithm.red_drop_seed``, the rollout seed of
+verl-ext's seeded agent loop, the actor's learning rate and, when the custom reward function is verl-ext's, its
+``reward_kwargs`` and the ``VERL_EXT_MATH_*`` variables (else the first batch would fail on them, after
 Ray and the engine have started). The policy-loss keys are checked when verl builds the actor config
 (:mod:`verl_ext.config`, from inside ``validate_config``).
 
@@ -41,6 +44,9 @@ RED_DROP_SEED = "algorithm.red_drop_seed"
 LEARNING_RATE = "actor_rollout_ref.actor.optim.lr"
 REWARD_FUNCTION = "reward.custom_reward_function"
 TRAINER_MODE = "trainer.v1.trainer_mode"
+LOGGER = "trainer.logger"
+ROLLOUT_SEED = "actor_rollout_ref.rollout.seed"
+DEFAULT_AGENT_LOOP = "actor_rollout_ref.rollout.agent.default_agent_loop"
 
 
 def check_run_config(config) -> dict:
@@ -48,15 +54,19 @@ def check_run_config(config) -> dict:
 
     Returns the resolved config (a plain dict), which the checks build anyway."""
     from verl_ext.config import check_mirrors
+    from verl_ext.cpu.topology import check_cpu_topology
     from verl_ext.staleness.config import check_staleness_keys
 
     check_mirrors(config)  # a hand-set copy of actor.clip_ratio_low & co. would change nothing
     check_batch_arithmetic(config)
+    check_cpu_topology(config)  # the CPU rollout's one process per replica; Ray nodes, GPUs and CPUs of a CPU run
     check_staleness_keys(config)
     seed = OmegaConf.select(config, RED_DROP_SEED, default=None)
     if seed is not None:
         require_int(RED_DROP_SEED, seed, 0, "RED-Drop seeds its generator with it (null: the default seed 1).")
     require_number(LEARNING_RATE, _value(config, LEARNING_RATE), "a finite number >= 0", low=0)
+    check_logger(config)
+    check_sampling_seeds(config)
     check_verl_ext_reward_options(config)
     return check_what_workers_look_up(config)
 
@@ -90,8 +100,43 @@ def check_what_workers_look_up(config) -> dict:
     return resolved
 
 
+def check_sampling_seeds(config) -> None:
+    """With verl-ext's seeded agent loop (:mod:`verl_ext.seeding`): the rollout seed it derives every request's
+    seed from is an integer >= 0, and the trainer is verl's v1 (its agent-loop worker passes the session of
+    each response; the legacy trainer does not, and the first request would fail inside Ray)."""
+    from verl_ext.seeding import SEEDED_AGENT_LOOP
+
+    if _value(config, DEFAULT_AGENT_LOOP) != SEEDED_AGENT_LOOP:
+        return
+    why = f"{DEFAULT_AGENT_LOOP}={SEEDED_AGENT_LOOP} derives every request's seed from it."
+    require_int(ROLLOUT_SEED, _value(config, ROLLOUT_SEED), 0, why)
+    if _value(config, "trainer.use_v1") is False:
+        reject(
+            DEFAULT_AGENT_LOOP,
+            SEEDED_AGENT_LOOP,
+            "an agent loop of verl's own (single_turn_agent) with trainer.use_v1=false",
+            "The seeded agent loop needs verl's v1 trainer, whose agent-loop worker passes each response's "
+            "session_id.",
+        )
+
+
 def _value(config, key: str) -> Any:
     return OmegaConf.select(config, key, default=None)
+
+
+def check_logger(config) -> None:
+    """``trainer.logger``: a backend name or a list of them, each one verl's ``Tracking`` has (its constructor
+    asserts it, in the TaskRunner, after Ray and the workers started)."""
+    from verl.utils.tracking import Tracking
+
+    allowed = [*Tracking.supported_backend, "tracking"]  # "tracking": verl's deprecated name of wandb
+    value = _value(config, LOGGER)
+    if OmegaConf.is_list(value):
+        value = OmegaConf.to_container(value, resolve=True)
+    names = [value] if isinstance(value, str) else value if isinstance(value, list) else None
+    if names is None or not all(isinstance(name, str) and name in allowed for name in names):
+        reject(LOGGER, value, f"a list of verl's logger backends ({', '.join(allowed)})",
+               "verl's Tracking refuses any other name, but only once Ray and the workers are up.")
 
 
 def uses_verl_ext_rewards(path: Any) -> bool:
@@ -137,6 +182,51 @@ def check_batch_arithmetic(config) -> None:
             f"a number whose responses per step (x actor_rollout_ref.rollout.n={group} = {prompts * group}) split "
             f"evenly over trainer.nnodes x trainer.n_gpus_per_node = {ranks} GPUs",
         )
+    if (mini_batch * group) % ranks:
+        reject(
+            "actor_rollout_ref.actor.ppo_mini_batch_size",
+            mini_batch,
+            f"a number whose responses (x actor_rollout_ref.rollout.n={group} = {mini_batch * group}) split evenly "
+            f"over trainer.nnodes x trainer.n_gpus_per_node = {ranks} GPUs",
+            "verl's actor workers split each mini-batch over the data-parallel ranks (an assertion inside the "
+            "workers, after Ray started).",
+        )
+    check_micro_batches(config, per_rank_step=prompts * group // ranks, per_rank_mini_batch=mini_batch * group // ranks)
+
+
+# (micro-batch key, the dynamic-batch key that turns it off, which per-rank batch it splits)
+MICRO_BATCHES = (
+    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.use_dynamic_bsz", "mini_batch"),
+    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+     "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", "step"),
+    ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", "actor_rollout_ref.ref.log_prob_use_dynamic_bsz", "step"),
+)
+REFERENCE_MICRO_BATCH = MICRO_BATCHES[2][0]
+
+
+def check_micro_batches(config, per_rank_step: int, per_rank_mini_batch: int) -> None:
+    """Fixed micro-batches must split each rank's share whole: verl's workers assert it (``prepare_micro_batches``)
+    only after Ray and the engines started. A rank's share is ``responses / (nnodes x n_gpus_per_node)``: a
+    micro-batch size that fits one GPU count can leave a remainder at another."""
+    from verl.trainer.ppo.utils import need_reference_policy
+
+    shares = {"mini_batch": per_rank_mini_batch, "step": per_rank_step}
+    for key, dynamic_key, share in MICRO_BATCHES:
+        size = _value(config, key)
+        if size is None or _value(config, dynamic_key) is True:
+            continue
+        if key == REFERENCE_MICRO_BATCH and not need_reference_policy(config):
+            continue  # no reference policy: the value is never read
+        size = require_int(key, size, 1)
+        if shares[share] % size:
+            what = "mini-batch (ppo_mini_batch_size" if share == "mini_batch" else "step (data.train_batch_size"
+            reject(
+                key,
+                size,
+                f"a divisor of each rank's responses per {what} x rollout.n / (trainer.nnodes x "
+                f"trainer.n_gpus_per_node)) = {shares[share]}",
+                "verl's workers split a rank's share into micro-batches of this size and assert that none is partial.",
+            )
 
 
 def validate_run_config(config) -> dict:

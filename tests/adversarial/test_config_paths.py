@@ -38,6 +38,13 @@ BAD = {
     "reward function file missing": (("reward.custom_reward_function.path=/nonexistent/reward.py",),
                                      "path=/nonexistent/reward.py name=compute_score does not load"),
     "interpolation to nowhere": (("+trainer.note=${no_such.key}",), "the config does not resolve"),
+    # second round: accepted and ignored (an on-policy run) before
+    "staleness key outside delayed_sync": (("trainer.v1.trainer_mode=sync", "trainer.v1.delayed_sync.sync_interval=20"),
+                                           "trainer.v1.delayed_sync.sync_interval=20 is invalid"),
+    "staleness key without the v1 trainer": (("trainer.use_v1=false", DELAYED, "trainer.v1.delayed_sync.overlap=true"),
+                                             "set trainer.v1.trainer_mode=delayed_sync and trainer.use_v1=true"),
+    # second round: verl's Tracking refused it only in the TaskRunner, after Ray started
+    "unknown logger": (("trainer.logger=[console,wandbb]",), "trainer.logger=['console', 'wandbb'] is invalid"),
 }
 
 

@@ -4,7 +4,6 @@ refused before anything is converted; the run scripts re-prepare a folder that i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -17,37 +16,18 @@ import pytest
 from data_prep import gsm8k, guru
 from data_prep.manifest import MANIFEST_NAME, incompleteness
 from data_prep.save_folder import PARTIAL_PREFIX
+from tests.adversarial.save_folders import FIXTURES, previous_output, raw_gsm8k, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO / "tests" / "fixtures" / "datasets"
-
-
-def snapshot(folder: Path) -> dict[str, str]:
-    """Every visible file of the folder with its SHA-256 (hidden partial folders excluded)."""
-    return {
-        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(folder.iterdir())
-        if path.is_file()
-    }
-
-
-def raw_gsm8k(root: Path, rows: int) -> Path:
-    folder = root / "raw"
-    folder.mkdir()
-    for split in ("train", "test"):
-        records = [{"question": f"{split} {i}?", "answer": f"#### {i}"} for i in range(rows)]
-        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    return folder
 
 
 @pytest.fixture
 def previous(tmp_path, capsys):
     """A save folder holding a complete earlier output (from the fixture), and its snapshot."""
     save_dir = tmp_path / "save"
-    assert gsm8k.main(["--local_save_dir", str(save_dir), "--local_dataset_path", str(FIXTURES / "gsm8k")]) == 0
+    before = previous_output(save_dir)
     capsys.readouterr()
-    assert incompleteness(save_dir, ["train.parquet", "test.parquet"]) is None
-    return save_dir, snapshot(save_dir)
+    return save_dir, before
 
 
 def run(save_dir: Path, raw: Path, capsys, *flags: str):
@@ -104,7 +84,8 @@ def test_a_new_run_replaces_the_pair_and_the_manifest_together(tmp_path, capsys,
 
 KILL_AT = {
     # where the child kills itself with SIGKILL: after writing a parquet file into the partial folder, or
-    # between the renames into place (the only instant a folder can hold files of two runs)
+    # between the renames into place (the only instant a folder can hold files of two runs): after the third
+    # rename (old manifest out, old train.parquet out, new train.parquet in)
     "while writing": "data_prep.verl_rows",
     "while renaming into place": "os",
 }
@@ -125,7 +106,7 @@ def test_kill_9_leaves_the_previous_pair_or_a_folder_the_check_rejects(tmp_path,
             "real = os.replace; done = []\n"
             "def replace(a, b):\n"
             "    real(a, b); done.append(b)\n"
-            "    if len(done) == 1: os.kill(os.getpid(), signal.SIGKILL)\n"
+            "    if len(done) == 3: os.kill(os.getpid(), signal.SIGKILL)\n"
             "os.replace = replace\n"
         ),
     }[moment]
@@ -140,7 +121,9 @@ def test_kill_9_leaves_the_previous_pair_or_a_folder_the_check_rejects(tmp_path,
         assert incompleteness(save_dir, ["train.parquet", "test.parquet"]) is None
     else:
         # new train.parquet, old test.parquet, no manifest: the check refuses the pair
-        assert MANIFEST_NAME not in snapshot(save_dir)
+        after = snapshot(save_dir)
+        assert MANIFEST_NAME not in after
+        assert after["train.parquet"] != before["train.parquet"] and after["test.parquet"] == before["test.parquet"]
         assert "no readable data_prep_manifest.json" in incompleteness(save_dir, ["train.parquet", "test.parquet"])
     # the killed run's hidden folder is removed by the next run, which completes normally
     assert list(save_dir.glob(f"{PARTIAL_PREFIX}*"))

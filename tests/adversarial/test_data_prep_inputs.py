@@ -239,6 +239,10 @@ ROW_CASES = {
         "toolace", lambda r: toolace_dir(r, [conversation(f"[calc(expression={HUGE_INT})]")]),
         "unparseable tool call",
     ),
+    "toolace number a float cannot hold exactly (ground truth would say 1.0)": (
+        "toolace", lambda r: toolace_dir(r, [conversation("[calc(expression=1.0000000000000000001)]")]),
+        "unparseable tool call (a number a 64-bit float cannot hold exactly)",
+    ),
     "toolace speaker that is a list": (
         "toolace", lambda r: toolace_dir(r, [{"system": MARKER + json.dumps(TOOLS), "conversations": [
             {"from": ["user"], "value": "hi"}, {"from": "assistant", "value": "[calc()]"}]}]),

@@ -52,12 +52,56 @@ def test_fifo_turns_serve_in_arrival_order_and_a_waiter_leaves_at_its_deadline()
     for _ in range(7):  # one unit at a time: whoever is first in line must get it
         with condition:
             free[0] += 1
-            condition.notify_all()
+            turns.notify()  # wakes the first in line only
         while len([s for s in served if "gave up" not in s]) < _ + 1:
             time.sleep(0.001)
     for thread in threads:
         thread.join(5)
     assert served == ["w3 gave up", "w0", "w1", "w2", "w4", "w5", "w6", "w7"]
+
+
+def test_one_change_of_the_resource_wakes_only_the_first_in_line(monkeypatch):
+    """With 12 waiters, freeing one unit costs one wake-up for the one served and one for the next in line;
+    waking them all made each event cost 12 wake-ups, which a waiter at its deadline queued behind."""
+    from verl_ext.rewards import fifo_turns
+
+    condition = threading.Condition()
+    turns, free, served = FifoTurns(condition), [0], []
+    wake_ups = [0]
+
+    class CountingClock:  # each time round a waiter's loop reads the clock once
+        @staticmethod
+        def monotonic() -> float:
+            wake_ups[0] += 1
+            return time.monotonic()
+
+    monkeypatch.setattr(fifo_turns, "time", CountingClock)
+
+    def waiter(name: str) -> None:
+        with condition:
+            if turns.wait(lambda: free[0] > 0, time.monotonic() + 30):
+                free[0] -= 1
+                served.append(name)
+
+    threads = [threading.Thread(target=waiter, args=(f"w{index}",)) for index in range(12)]
+    for index, thread in enumerate(threads):
+        thread.start()
+        while len(turns) < index + 1:
+            time.sleep(0.001)
+    time.sleep(0.2)  # every waiter is asleep
+    for round_ in range(12):
+        with condition:
+            wake_ups[0] = 0
+            free[0] += 1
+            turns.notify()
+        while len(served) < round_ + 1:
+            time.sleep(0.001)
+        time.sleep(0.05)  # any further wake-ups of this round would have happened by now
+        with condition:
+            assert wake_ups[0] <= 2, f"round {round_}: {wake_ups[0]} wake-ups"
+    for thread in threads:
+        thread.join(5)
+    assert served == [f"w{index}" for index in range(12)]
 
 
 @pytest.fixture
@@ -146,3 +190,36 @@ def test_children_that_cannot_start_never_overrun_the_deadline_and_the_process_e
     else:
         assert report["fallback"] == "NoneType", report  # still starting: every call timed out in line
         assert report["easy"][1:] == [0.0, 1.0] and report["counts"]["timed out in line"] == 2, report
+
+
+def test_the_caller_does_not_wait_for_a_killed_child_to_exit(small_pool, monkeypatch):
+    """A killed child exits only once the kernel has freed its memory: 0.56 s for a child holding 3 GB
+    (measured; a child may grow to 4 GB). The caller that killed it at its deadline used to wait for that.
+    Here every exit takes 5 s (the process-exit collaborator made slow); the call still ends in its bound."""
+    ready_by = time.monotonic() + 120
+    while compute_score(MATH, *EASY)["score"] != 1.0:  # a child is up (a cold start may time out in line)
+        assert time.monotonic() < ready_by, "no equivalence child became ready"
+    real_wait = subprocess.Popen.wait
+
+    def slow_exit(process, timeout=None):
+        time.sleep(5.0)
+        return real_wait(process, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", slow_exit)
+    start = time.monotonic()
+    result = compute_score(MATH, *SLOW)
+    elapsed = time.monotonic() - start
+    monkeypatch.undo()  # the fixture's teardown waits for the children it kills
+    assert result["timed_out"] == 1.0 and small_pool.counts["killed at the deadline"] == 1
+    assert elapsed < 0.5 + 2.0 + SLACK_S, elapsed  # was 0.5 s + the 5 s exit
+
+
+def test_an_answer_too_long_for_sympy_never_goes_to_a_child(small_pool):
+    """A 50 MB ground truth was sent to a child (JSON over a pipe, 0.6 s past the deadline, measured); the
+    guard would refuse it there anyway, so it is decided in this thread."""
+    long_truth = "x+" * 25_000_000 + "1"
+    start = time.monotonic()
+    result = compute_score(MATH, "\\boxed{y}", long_truth)
+    assert time.monotonic() - start < 0.5 and result["score"] == 0.0 and result["timed_out"] == 0.0
+    assert sum(small_pool.counts.values()) == 0  # no check went to the pool
+    assert compute_score(MATH, "\\boxed{" + long_truth[:2001] + "}", long_truth[:2001])["score"] == 1.0  # same text

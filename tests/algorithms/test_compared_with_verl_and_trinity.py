@@ -6,7 +6,11 @@
   dual-clip constant ``clip_ratio_c``, and differs beyond it;
 - Trinity-RFT's k2 regularizer c (log pi - log pi_old)^2 is ``reg_form=token`` with ``reg_coef`` = 2c;
 - RED-Drop counts a reward equal to its group mean as neither positive nor negative (Trinity-RFT counts it
-  positive): the two conventions differ only when a non-binary reward sits exactly on the mean.
+  positive): the two conventions differ only when a non-binary reward sits exactly on the mean;
+- Trinity-RFT's ``topr`` (a per-token ratio truncated to [0, 1] where A <= 0, -sg(alpha) A log pi, token mean)
+  is ``topr`` with ``topr_ratio_level=token`` in gradient, not the paper's sequence ratio;
+- AReaL's ``m2_threshold`` mask (every token of the micro-batch sorted by squared log-ratio, the largest masked
+  until the mean of the rest is below the threshold, at least one kept) is ``m2po`` with ``m2_tokens=all``.
 
 verl's losses are called from verl's own registry; the Trinity-RFT and paper formulas are written out here.
 """
@@ -251,3 +255,59 @@ def test_rec_estimator_is_verls_grpo_without_std_except_for_groups_of_one():
     torch.testing.assert_close(ours[:5], verls[:5])
     # a group of one: verl's baseline is 0 (A = r), verl-ext's is the response's own reward (A = 0)
     assert ours[5].abs().max() == 0 and torch.allclose(verls[5], torch.full((3,), 0.7))
+
+
+def trinity_topr(log_prob, old_log_prob, advantages, response_mask):
+    """Trinity-RFT's topr as its formula reads: alpha = [pi/mu]_0^1 per token where A <= 0, else 1; loss = token
+    mean of -sg(alpha) A log pi."""
+    ratio = torch.exp(log_prob - old_log_prob)
+    alpha = torch.where(advantages <= 0, ratio.clamp(0.0, 1.0), torch.ones_like(ratio)).detach()
+    mask = response_mask.to(log_prob.dtype)
+    return (-alpha * advantages * log_prob * mask).sum() / mask.sum()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_trinity_topr_is_the_token_ratio_form_in_gradient_not_the_papers(seed):
+    log_prob, old_log_prob, advantages, response_mask = random_batch(seed)
+    _, trinity = gradient_of(lambda lp: trinity_topr(lp, old_log_prob, advantages, response_mask), log_prob)
+    level = "actor_rollout_ref.actor.policy_loss.topr_ratio_level"
+    forms = {}
+    for form in ("token", "sequence"):
+        config = loss_config("topr", f"{level}={form}")
+        _, forms[form] = gradient_of(
+            lambda lp: call_registered_loss("topr", lp, old_log_prob, advantages, response_mask, "token-mean", config)[0], log_prob
+        )
+    torch.testing.assert_close(forms["token"], trinity, rtol=1e-9, atol=1e-12)
+    assert not torch.allclose(forms["sequence"], trinity)
+
+
+def areal_m2po_mask(squared, response_mask, threshold):
+    """AReaL's rule as described in its code: all tokens of the micro-batch, sorted by squared log-ratio (largest first);
+    mask the first k, k the first index whose suffix mean is below the threshold (all but one if none is)."""
+    values = squared[response_mask]
+    order = torch.argsort(values, descending=True)
+    ordered = values[order]
+    suffix_means = [ordered[k:].mean().item() for k in range(len(ordered))]
+    below = [k for k, mean in enumerate(suffix_means) if mean < threshold]
+    count = below[0] if below else len(ordered) - 1
+    keep_values = torch.ones_like(values, dtype=torch.bool)
+    keep_values[order[:count]] = False
+    keep = torch.zeros_like(response_mask)
+    keep[response_mask] = keep_values
+    return keep
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_areal_m2po_mask_is_m2po_over_all_tokens(seed):
+    log_prob, old_log_prob, advantages, response_mask = random_batch(seed, spread=0.6)
+    threshold = 0.04
+    keep = areal_m2po_mask((log_prob - old_log_prob) ** 2, response_mask, threshold)
+    assert (~keep & response_mask).any() and (keep & response_mask).any()
+    rho = torch.exp(log_prob - old_log_prob)
+    expected = -(advantages * rho * keep) / response_mask.sum()  # the paper's objective on AReaL's mask, token mean
+    config = loss_config("m2po", "actor_rollout_ref.actor.policy_loss.m2_tokens=all")
+    _, ours = gradient_of(lambda lp: call_registered_loss("m2po", lp, old_log_prob, advantages, response_mask, "token-mean", config)[0], log_prob)
+    torch.testing.assert_close(ours, expected, rtol=1e-9, atol=1e-12)
+    paper = loss_config("m2po")
+    _, trust_region = gradient_of(lambda lp: call_registered_loss("m2po", lp, old_log_prob, advantages, response_mask, "token-mean", paper)[0], log_prob)
+    assert not torch.allclose(trust_region, expected)  # the paper's token set masks other tokens

@@ -63,3 +63,9 @@ def test_list_names_every_algorithm_with_keys_and_recipe_defaults(capsys):
         "actor_rollout_ref.actor.policy_loss.reg_form": "sequence",
     }
     assert rows["red_weight"]["keys"] == {"actor_rollout_ref.actor.policy_loss.weight_temperature": 1.0}
+    assert rows["topr"]["keys"] == {"actor_rollout_ref.actor.policy_loss.topr_ratio_level": "sequence"}
+    assert rows["m2po"]["keys"] == {
+        "actor_rollout_ref.actor.policy_loss.m2_threshold": 0.04,
+        "actor_rollout_ref.actor.policy_loss.m2_tokens": "trust_region",
+    }
+    assert rows["topr"]["select_with"] == "actor_rollout_ref.actor.policy_loss.loss_mode=topr"

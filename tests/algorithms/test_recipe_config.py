@@ -77,6 +77,24 @@ BAD_CONFIGS = [
     ),
     (("actor_rollout_ref.actor.policy_loss.reg_coef=-0.1",), "reg_coef=-0.1 must be >= 0"),
     (("actor_rollout_ref.actor.policy_loss.weight_temperature=0",), "weight_temperature=0 must be > 0"),
+    (
+        ("actor_rollout_ref.actor.policy_loss.loss_mode=topr", "actor_rollout_ref.actor.policy_loss.topr_ratio_level=trajectory"),
+        "topr_ratio_level='trajectory' is invalid: allowed values are one of ['sequence', 'token']",
+    ),
+    (
+        ("actor_rollout_ref.actor.policy_loss.loss_mode=m2po", "actor_rollout_ref.actor.policy_loss.m2_tokens=harmful"),
+        "m2_tokens='harmful' is invalid: allowed values are one of ['trust_region', 'all']",
+    ),
+    (
+        ("actor_rollout_ref.actor.policy_loss.loss_mode=m2po", "actor_rollout_ref.actor.policy_loss.m2_threshold=-0.01"),
+        "m2_threshold=-0.01 is invalid: allowed values are a finite number >= 0",
+    ),
+    (
+        ("actor_rollout_ref.actor.policy_loss.loss_mode=m2po", "actor_rollout_ref.actor.policy_loss.m2_threshold=nan"),
+        "m2_threshold=nan is invalid",
+    ),
+    (("actor_rollout_ref.actor.policy_loss.loss_mode=topr", "algorithm.rollout_correction.bypass_mode=false"), "bypass_mode=true"),
+    (("actor_rollout_ref.actor.policy_loss.loss_mode=m2po", "algorithm.rollout_correction.bypass_mode=false"), "bypass_mode=true"),
     (("algorithm.rollout_correction.bypass_mode=false",), "bypass_mode=true"),
     (("actor_rollout_ref.actor.policy_loss.loss_mode=rec_onesided",), "rec_onesided' is not a registered policy loss. Allowed:"),
     (("algorithm.adv_estimator=rec_drop",), "rec_drop' is not a registered advantage estimator. Allowed:"),
@@ -101,7 +119,7 @@ BAD_CONFIGS = [
 @pytest.mark.parametrize("overrides,message", BAD_CONFIGS, ids=[message for _, message in BAD_CONFIGS])
 def test_bad_config_fails_in_validate_config(overrides, message):
     # Hydra wraps the ConfigError raised while it instantiates the policy-loss config; the message stays.
-    with pytest.raises((ConfigError, InstantiationException), match=message.replace("(", r"\(").replace("'", ".")):
+    with pytest.raises((ConfigError, InstantiationException), match=message.replace("(", r"\(").replace("[", r"\[").replace("'", ".")):
         validate(*overrides)
 
 

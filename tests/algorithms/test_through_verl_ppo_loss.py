@@ -87,8 +87,13 @@ def direct_loss(loss_mode, batch, agg_mode):
     return loss, log_prob.grad
 
 
+# M2PO's mask comes from a statistic of the tokens the loss is called with (the second moment of their log-ratios,
+# as in the paper's and AReaL's code), so it depends on how verl splits the batch: checked on its own below.
+BATCH_STATISTIC_LOSSES = {"m2po"}
+
+
 @pytest.mark.parametrize("agg_mode", ["token-mean", "seq-mean-token-mean"])
-@pytest.mark.parametrize("loss_mode", sorted(POLICY_LOSSES))
+@pytest.mark.parametrize("loss_mode", sorted(set(POLICY_LOSSES) - BATCH_STATISTIC_LOSSES))
 def test_micro_batches_add_up_to_the_whole_batch(loss_mode, agg_mode):
     """Two micro-batches with verl's global batch info give the loss and gradient of the whole batch."""
     batch = worker_batch(seed=1)
@@ -106,15 +111,43 @@ def test_micro_batches_add_up_to_the_whole_batch(loss_mode, agg_mode):
     assert "actor/ppo_kl" in whole_metrics and "actor/pg_loss" in whole_metrics
 
 
-def test_data_parallel_ranks_add_up_to_the_whole_batch():
-    """With dp_size=2 each rank's loss is scaled so that the averaged gradient equals the whole batch's."""
+@pytest.mark.parametrize("agg_mode", ["token-mean", "seq-mean-token-mean"])
+def test_m2po_masks_within_each_micro_batch_and_aggregates_with_the_global_normaliser(agg_mode):
+    """Each micro-batch's loss is M2PO on that micro-batch's tokens alone (its own mask), scaled by verl's global
+    normaliser; one micro-batch holding the whole batch is the loss called on the whole batch."""
+    batch = worker_batch(seed=1)
+    response_mask = batch[1]
+    global_info = dict(dp_size=1, batch_num_tokens=int(response_mask.sum()), global_batch_size=len(response_mask))
+    whole_loss, whole_metrics, whole_gradient = run_ppo_loss("m2po", [0, 1, 2, 3, 4, 5], batch, global_info, agg_mode)
+    direct, direct_gradient = direct_loss("m2po", batch, agg_mode)
+    torch.testing.assert_close(whole_loss, direct, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(whole_gradient, direct_gradient, rtol=1e-5, atol=1e-7)
+    assert whole_metrics["actor/m2po_masked_fraction"].aggregate() > 0
+    lengths, _, old_log_prob, response_log_prob, advantages, behaviour_ratio = batch
+    split_gradient = []
+    for rows in ([0, 1, 2], [3, 4, 5]):
+        _, _, gradient = run_ppo_loss("m2po", rows, batch, global_info, agg_mode)
+        part = (lengths[rows], response_mask[rows], old_log_prob[rows], response_log_prob[rows], advantages[rows], behaviour_ratio[rows])
+        alone, alone_gradient = direct_loss("m2po", part, agg_mode)  # normalised by the part's own tokens/rows
+        part_share = response_mask[rows].sum() / response_mask.sum() if agg_mode == "token-mean" else len(rows) / len(response_mask)
+        torch.testing.assert_close(gradient, alone_gradient * part_share, rtol=1e-5, atol=1e-7)
+        split_gradient.append(gradient)
+    assert not torch.allclose(torch.cat(split_gradient), whole_gradient)  # the masks differ: the split matters
+
+
+@pytest.mark.parametrize("agg_mode", ["token-mean", "seq-mean-token-mean"])
+@pytest.mark.parametrize("loss_mode", sorted(set(POLICY_LOSSES) - BATCH_STATISTIC_LOSSES))
+def test_data_parallel_ranks_add_up_to_the_whole_batch(loss_mode, agg_mode):
+    """With dp_size=2 each rank's loss is scaled so that the averaged gradient equals the whole batch's: every
+    loss, as the real loop at world size 2 needs (tests/staleness/test_e2e_cpu.py runs two of them there)."""
     batch = worker_batch(seed=2)
     response_mask = batch[1]
     tokens = int(response_mask.sum())
     whole_loss, _, whole_gradient = run_ppo_loss(
-        "rec_oneside_is", [0, 1, 2, 3, 4, 5], batch, dict(dp_size=1, batch_num_tokens=tokens, global_batch_size=6)
+        loss_mode, [0, 1, 2, 3, 4, 5], batch, dict(dp_size=1, batch_num_tokens=tokens, global_batch_size=6), agg_mode
     )
-    ranks = [run_ppo_loss("rec_oneside_is", rows, batch, dict(dp_size=2, batch_num_tokens=tokens, global_batch_size=6)) for rows in ([0, 1, 2], [3, 4, 5])]
+    ranks = [run_ppo_loss(loss_mode, rows, batch, dict(dp_size=2, batch_num_tokens=tokens, global_batch_size=6), agg_mode)
+             for rows in ([0, 1, 2], [3, 4, 5])]
     averaged_loss = (ranks[0][0] + ranks[1][0]) / 2  # DDP/FSDP average over ranks
     torch.testing.assert_close(averaged_loss, whole_loss, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(torch.cat([ranks[0][2], ranks[1][2]]) / 2, whole_gradient, rtol=1e-5, atol=1e-7)

@@ -1,19 +1,25 @@
 """verl's real ``main_ppo`` on the CPU backend, one run per algorithm family, asserting on what verl logged.
 
-Five runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
+Six runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
 profile, made by :func:`background_runs` in a child process while the rest of the suite runs
-(tests/background_runs.py). ``rec`` + ``opmd`` goes through the quickstart (``python -m
-verl.trainer.main_ppo`` in a child process with its own Ray, as a user runs it), started first and left
-running beside the other four, which share one Ray start-up (:class:`verl_ext.cpu.launch.CPURaySession`):
+(tests/background_runs.py). ``rec`` + ``opmd`` goes through the quickstart with two trainer ranks, exactly the
+README's ``python -m verl_ext.cpu.quickstart -- trainer.n_gpus_per_node=2`` (``python -m
+verl.trainer.main_ppo`` in a child process with its own Ray, as a user runs it: two FSDP2 ranks over gloo, two
+rollout replicas), started first and left running beside the other five, which share one Ray start-up
+(:class:`verl_ext.cpu.launch.CPURaySession`, with a logical GPU for the trainer and one for the split's engine):
 
 - ``rec`` + ``rec_oneside_nois`` for 2 steps, saving a checkpoint at step 2;
 - that run resumed from its checkpoint for one more step with ``red_weight`` (a checkpoint holds weights,
   optimizer and data position, not the loss: one run checks both the resume and red_weight's step);
 - ``red_drop`` + ``rec_reinforce`` with the actor recomputing pi_old (``bypass_mode=false``), so that
   verl logs its rollout-vs-actor probability difference;
-- the first run's algorithm again with zero staleness, ``delayed_sync`` (1, 0), and the rollout engine on its own
-  pool (``hybrid_engine=false``, its own logical GPU, weights through verl-ext's ``gloo`` checkpoint engine):
-  step for step the batches and pushes of verl's ``sync`` mode in the first run.
+- ``rec`` + ``rec_oneside_nois`` again, with ``trainer.v1.trainer_mode=delayed_sync`` at (m, n) = (1, 0):
+  zero staleness, which must be verl's ``sync`` run above number for number (the same seed: the rollout's
+  per-request seeds, verl_ext.seeding; the same batch order, verl_ext.batch_order);
+- the same (1, 0) with the rollout engine on its own pool (``actor_rollout_ref.hybrid_engine=false``: a standalone
+  replica on its own logical GPU, the trainer's workers hold no rollout, weights through verl-ext's ``gloo``
+  checkpoint engine): the explorer/trainer split at zero staleness, which must be verl's ``sync`` number for number
+  too, and push over gloo exactly the weights sync's colocated rollout received.
 
 Evidence comes from verl's file logger (every step's metrics) and the CPU rollout's event log (every
 weight push with the checksum of the weights the rollout then holds), never from exit codes alone.
@@ -32,6 +38,15 @@ FAMILIES = {
     "opmd": ("rec", "opmd", ()),
 }
 STEPS = 2
+QUICKSTART_TOPOLOGY = ("trainer.n_gpus_per_node=2",)  # the README's multi-rank quickstart
+# delayed_sync with no staleness: a push after every step, each batch generated right after it
+ZERO_STALENESS = (
+    "trainer.v1.trainer_mode=delayed_sync",
+    "trainer.v1.delayed_sync.sync_interval=1",
+    "trainer.v1.delayed_sync.sync_offset=0",
+)
+# the split: 1 trainer rank + 1 standalone engine replica, resident, weights over gloo
+SPLIT_TOPOLOGY = {"nnodes": 1, "n_gpus_per_node": 1, "engine_gpus": 1}
 
 
 def algorithm_overrides(family: str) -> tuple[str, ...]:
@@ -40,12 +55,6 @@ def algorithm_overrides(family: str) -> tuple[str, ...]:
 
 
 RESUMED_FAMILY = "red_weight"  # trained by the resumed run: step STEPS + 1 only
-RAY_GPUS = ("+ray_kwargs.ray_init.num_gpus=2",)  # the split run: 1 trainer + 1 engine logical GPU
-ZERO_STALENESS_SPLIT = (
-    "trainer.v1.trainer_mode=delayed_sync",
-    "trainer.v1.delayed_sync.sync_interval=1",
-    "trainer.v1.delayed_sync.sync_offset=0",
-)
 
 
 def trained_steps(family: str) -> list[int]:
@@ -53,12 +62,13 @@ def trained_steps(family: str) -> list[int]:
 
 
 def background_runs(root):
-    """The four runs (in a child process, see the module docstring); the quickstart beside the session."""
+    """The five runs (in a child process, see the module docstring); the quickstart beside the session."""
     from concurrent.futures import ThreadPoolExecutor
 
     from verl_ext.checkpoint_backends import CPU_BACKEND
     from verl_ext.cpu.launch import CPURaySession, CPURun
     from verl_ext.cpu.quickstart import run_quickstart
+    from verl_ext.cpu.topology import Topology
     from verl_ext.staleness.config import engine_pool_overrides
     from verl_ext.tiny.assets import build_tiny_assets
 
@@ -67,9 +77,10 @@ def background_runs(root):
     results = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         quickstart = pool.submit(
-            run_quickstart, steps=STEPS, estimator="rec", loss="opmd", out=root / "quickstart", assets=assets, echo=False
+            run_quickstart, steps=STEPS, estimator="rec", loss="opmd", out=root / "quickstart", assets=assets, echo=False,
+            extra_overrides=QUICKSTART_TOPOLOGY,
         )
-        with CPURaySession(root / "cpu_e2e", assets, ray_overrides=RAY_GPUS) as session:
+        with CPURaySession(root / "cpu_e2e", assets, topology=Topology(**SPLIT_TOPOLOGY)) as session:
             first = session.run(
                 CPURun("rec_oneside_nois", steps=STEPS, overrides=(
                     *algorithm_overrides("rec_oneside_nois"), "trainer.save_freq=2",
@@ -87,13 +98,24 @@ def background_runs(root):
             results["red_drop"] = session.run(
                 CPURun("red_drop", steps=STEPS, overrides=algorithm_overrides("red_drop"))
             ).raise_for_error()
+            results["delayed_sync_1_0"] = session.run(
+                CPURun(
+                    "rec_oneside_nois_delayed_sync_1_0",
+                    steps=STEPS,
+                    overrides=(*algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS),
+                )
+            ).raise_for_error()
             results["split_1_0"] = session.run(
                 CPURun("rec_oneside_nois_split_1_0", steps=STEPS, overrides=(
-                    *algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS_SPLIT,
-                    *engine_pool_overrides(1, 1, CPU_BACKEND), *RAY_GPUS,
+                    *algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS,
+                    *engine_pool_overrides(1, SPLIT_TOPOLOGY["engine_gpus"], CPU_BACKEND),
                     f"trainer.rollout_data_dir={root / 'dumps' / 'split_1_0'}"))
             ).raise_for_error()
             results["dumps"] = root / "dumps"
+            for name in ("rec_oneside_nois", "delayed_sync_1_0", "split_1_0"):
+                measured = results[name].measurements
+                print(f"{results[name].run.name}: {measured.wall_seconds:.0f} s wall, {measured.cpu_seconds:.0f} CPU-s, "
+                      f"{measured.peak_pss_bytes / 2**30:.1f} GiB peak PSS")
         result, summary = quickstart.result()
         results["opmd"], results["opmd_summary"] = result.raise_for_error(), summary
     return results
@@ -117,8 +139,16 @@ def expected_loss_metrics(loss_mode: str) -> set[str]:
     return {f"actor/{name}" for name in terms.metrics}
 
 
+def replicas(result) -> int:
+    """One rollout replica per trainer rank; with the engine on its own pool, one per engine GPU."""
+    return result.run.topology.rollout_replicas
+
+
 def pushes(result) -> list[dict]:
-    return [event for event in result.events if event["event"] == "update_weights"]
+    """One entry per push to every replica; all replicas hold the same weights after each (else it raises)."""
+    from verl_ext.cpu.rollout_events import push_rounds
+
+    return push_rounds(result.events, replicas(result))
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -143,15 +173,18 @@ def test_rollout_checksum_changes_at_every_weight_push(runs, family):
     assert [push["weight_version"] for push in pushes(result)] == list(range(trained[0] - 1, trained[-1] + 1))
     checksums = [push["weight_checksum"] for push in pushes(result)]
     assert all(checksums) and all(a != b for a, b in zip(checksums, checksums[1:]))
-    # colocated with the trainer, the rollout discards its weights at every sleep (vLLM level 2) ...
+    # colocated with the trainer, every replica discards its weights at every sleep (vLLM level 2) ...
     sleeps = [event for event in events if event["event"] == "sleep"]
     assert sleeps and all(event["weights"] == "discarded" and event["level"] == 2 for event in sleeps)
     # ... and every push that follows refills them from nothing
-    assert all(push["previous_checksum"] is None for push in pushes(result))
+    assert all(event["previous_checksum"] is None for event in events if event["event"] == "update_weights")
     from verl_ext.cpu.profile import DEFAULTS
 
-    served = [event["requests_served"] for event in sleeps]
-    assert served[-len(trained):] == [DEFAULTS["train_batch_size"] * DEFAULTS["rollout_n"]] * len(trained)
+    # each step's requests (prompts x responses), spread over the replicas by verl's load balancer
+    served = [[event["requests_served"] for event in sleeps if event["replica_rank"] == rank] for rank in range(replicas(result))]
+    per_step = [sum(counts) for counts in zip(*(replica[-len(trained):] for replica in served))]
+    assert per_step == [DEFAULTS["train_batch_size"] * DEFAULTS["rollout_n"]] * len(trained)
+    assert all(sum(replica) > 0 for replica in served)
 
 
 @pytest.mark.parametrize("family", ["rec_oneside_nois", "red_weight", "opmd"])
@@ -188,33 +221,78 @@ def test_checkpoint_resume_continues_the_step_count_and_the_weights(runs):
 def test_quickstart_summary_is_measured(runs):
     summary = runs["opmd_summary"]
     assert summary["steps"] == STEPS and summary["last_step"] == STEPS
+    assert (summary["nnodes"], summary["n_gpus_per_node"], summary["world_size"]) == (1, 2, 2)
     assert 0.0 <= summary["reward_start"] <= 1.0 and 0.0 <= summary["reward_end"] <= 1.0
     assert summary["steps_per_second"] > 0 and summary["startup_seconds"] > 0 and summary["cpu_seconds"] > 10
     assert summary["peak_pss_gib"] > 0.5 and summary["peak_rss_gib"] >= summary["peak_pss_gib"]
     assert summary["command"][1:3] == ["-m", "verl.trainer.main_ppo"]
+    assert "trainer.n_gpus_per_node=2" in summary["command"] and "+ray_kwargs.ray_init.num_gpus=2" in summary["command"]
 
 
-def dumped_prompts(directory, step: int) -> list[str]:
-    """The prompts verl dumped for 1-based ``step`` (``trainer.rollout_data_dir``), sorted."""
+def test_the_multi_rank_quickstart_sharded_the_actor_and_served_from_two_replicas(runs):
+    """`quickstart -- trainer.n_gpus_per_node=2`: verl's FSDP2 engine ran with two ranks (its per-rank
+    micro-batches are the CPU profile's, sized for two) and the rollout had a replica per rank."""
+    from verl_ext.cpu.rollout_events import replica_nodes
+
+    import re
+
+    result = runs["opmd"]
+    assert sorted(replica_nodes(result.events)) == [0, 1]
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16" in runs["opmd_summary"]["command"]
+    # two trainer worker processes (Ray prefixes each worker's output with its class and pid)
+    assert len(set(re.findall(r"\(WorkerDict pid=(\d+)", result.log_path.read_text()))) == 2
+
+
+def test_delayed_sync_at_zero_staleness_is_verls_sync_step_for_step(runs):
+    """(m, n) = (1, 0) and verl's own sync trainer, same seed and data: every logged number of every step
+    (reward, loss, grad norm, clip fractions, lengths, ...; not the timings and memory) and the checksum of
+    the weights of every push are identical, to the bit."""
+    from verl_ext.cpu.run_comparison import compare_results
+
+    sync, delayed = runs["rec_oneside_nois"], runs["delayed_sync_1_0"]
+    assert [step["staleness/lag"] for step in delayed.steps] == [0.0] * STEPS  # it ran delayed_sync
+    comparison = compare_results(sync, delayed, ignore=("staleness/",))  # only delayed_sync logs staleness/*
+    assert comparison.equal, comparison.report()
+    assert comparison.compared_checksums == STEPS + 1  # versions 0, 1, 2
+    assert comparison.compared_values >= STEPS * 40
+    # the runs trained: a rerun that generated nothing or never stepped would compare equal too
+    assert all(step["actor/grad_norm"] > 0 for step in delayed.steps)
+
+
+def dumped_rollouts(directory, step: int) -> list[tuple]:
+    """The (prompt, response, score) rows verl dumped for 1-based ``step`` (``trainer.rollout_data_dir``), sorted."""
     import json
 
     with open(directory / f"{step}.jsonl") as file:
-        return sorted(json.loads(line)["input"] for line in file)
+        return sorted((row["input"], row["output"], row["score"]) for row in map(json.loads, file))
 
 
-def test_zero_staleness_on_its_own_pool_takes_verls_sync_steps(runs):
-    """delayed_sync (1, 0) with the engine on its own pool: the prompts of each step, lag 0 and a push after every
-    step, as verl's sync mode (the first run, same algorithm); the pushes go through the gloo checkpoint engine and
-    the first carries the same weights as sync's."""
+def test_zero_staleness_on_its_own_pool_is_verls_sync_step_for_step(runs):
+    """The explorer/trainer split at (m, n) = (1, 0) -- the engine a standalone replica on its own logical GPU,
+    the trainer's workers without a rollout, every push through the gloo checkpoint engine -- and verl's own sync
+    trainer (colocated, in-process pushes), same seed and data: every logged number of every step, the checksum of
+    the weights of every push (versions 0, 1, 2: the engine received over gloo exactly what sync's colocated
+    rollout was given) and every generated response are identical, to the bit."""
     from verl_ext import metric_names
+    from verl_ext.cpu.run_comparison import compare_results
 
     sync, split = runs["rec_oneside_nois"], runs["split_1_0"]
+    assert [record[metric_names.LAG] for record in split.steps] == [0.0] * STEPS  # it ran delayed_sync
+    # only delayed_sync logs staleness/*, only the split the gloo engine's own figures
+    comparison = compare_results(sync, split, ignore=("staleness/", "checkpoint_engine/"))
+    assert comparison.equal, comparison.report()
+    assert comparison.compared_checksums == STEPS + 1
+    assert comparison.compared_values >= STEPS * 40
+    assert all(step["actor/grad_norm"] > 0 for step in split.steps)  # it trained
     for step in range(1, STEPS + 1):
-        assert dumped_prompts(runs["dumps"] / "split_1_0", step) == dumped_prompts(runs["dumps"] / "sync", step), step
-    for result in (sync, split):
-        assert [record[metric_names.TRAJECTORY_STALENESS_MEAN] for record in result.steps] == [0.0] * STEPS
-    assert [record[metric_names.LAG] for record in split.steps] == [0.0] * STEPS
+        assert dumped_rollouts(runs["dumps"] / "split_1_0", step) == dumped_rollouts(runs["dumps"] / "sync", step), step
+    # the split's path: one standalone replica that never sleeps, every push a gloo broadcast of the weights
     assert [push["weight_version"] for push in pushes(split)] == [push["weight_version"] for push in pushes(sync)] == [0, 1, 2]
-    assert pushes(split)[0]["weight_checksum"] == pushes(sync)[0]["weight_checksum"]
-    assert [record["step"] for record in split.steps if metric_names.GLOO_WEIGHT_BYTES in record] == list(range(1, STEPS + 1))
+    assert [record["step"] for record in split.steps if record.get(metric_names.GLOO_WEIGHT_BYTES, 0) > 0] == list(
+        range(1, STEPS + 1))
     assert not [event for event in split.events if event["event"] in ("sleep", "wake_up", "generate_rejected")]
+    assert [event for event in sync.events if event["event"] == "sleep"]  # sync's colocated engine sleeps
+    # the weights of version 2 are the actor's: sync's checkpoint of step 2 holds them
+    from verl_ext.cpu.sharded_checkpoint import actor_checkpoint_checksum
+
+    assert pushes(split)[-1]["transfer_checksum"] == actor_checkpoint_checksum(sync.checkpoint_dir / f"global_step_{STEPS}" / "actor")

@@ -57,9 +57,8 @@ def tiny_model(tiny_assets):
 def test_batch_cuts_each_response_at_its_budget_and_eos(tiny_model):
     model, tokenizer, prompts = tiny_model
     eos = [tokenizer.eos_token_id, tokenizer.pad_token_id]
-    torch.manual_seed(0)
     results = generate_batch_with_log_probs(
-        model, prompts, [SamplingRequest(max_new_tokens=3), SamplingRequest(max_new_tokens=12)],
+        model, prompts, [SamplingRequest(max_new_tokens=3, seed=0), SamplingRequest(max_new_tokens=12, seed=1)],
         eos_token_ids=eos, pad_token_id=tokenizer.pad_token_id,
     )
     assert len(results[0].token_ids) <= 3
@@ -87,7 +86,7 @@ def test_a_batch_must_share_its_sampling_parameters(tiny_model):
     model, tokenizer, prompts = tiny_model
     with pytest.raises(ValueError, match="share"):
         generate_batch_with_log_probs(
-            model, prompts, [SamplingRequest(4, temperature=1.0), SamplingRequest(4, temperature=0.5)],
+            model, prompts, [SamplingRequest(4, temperature=1.0, seed=0), SamplingRequest(4, temperature=0.5, seed=1)],
             eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
         )
 

@@ -17,6 +17,12 @@ def test_real_gsm8k_counts(run_command, shared_datasets):
     truths = [row["reward_model"]["ground_truth"] for row in train]
     assert all("," not in t for t in truths) and sum(t.startswith("-") for t in truths) >= 1
     assert truths[0] == "72"
+    # The reward's one-number rule (issue 21) still credits every real worked solution's own #### line.
+    from verl_ext.rewards import compute_score
+
+    for row in train + result.rows("test"):
+        solution, truth = row["extra_info"]["answer"], row["reward_model"]["ground_truth"]
+        assert compute_score(row["data_source"], solution, truth)["score"] == 1.0, solution[-80:]
 
 
 def test_real_math_counts(run_command, shared_datasets, tmp_path):

@@ -25,6 +25,8 @@ def test_every_registered_loss_and_estimator_is_a_preset_of_its_own_name():
         assert ALGORITHMS[name].clipped == ("actor_rollout_ref.actor.clip_ratio_low" in spec.keys)
     assert (ALGORITHMS["red_drop"].estimator, ALGORITHMS["red_drop"].loss) == ("red_drop", "rec_reinforce")
     assert (ALGORITHMS["grpo"].estimator, ALGORITHMS["grpo"].loss) == ("grpo", "rec_oneside_is")
+    # the papers' advantages: GRPO's std-normalised ones for off-policy GRPO and M2PO, r - mean for the others
+    assert {name for name, preset in ALGORITHMS.items() if preset.estimator == "grpo"} == {"grpo", "offpolicy_grpo", "m2po"}
     assert ALIASES == {"reinforce": "rec_reinforce"}
 
 
@@ -45,6 +47,10 @@ def overrides_of(spec: str) -> dict[str, str]:
         ("opmd", {"actor_rollout_ref.actor.policy_loss.reg_coef": "0.1"}),
         ("asymre", {"actor_rollout_ref.actor.policy_loss.reg_coef": "0.1"}),
         ("red_weight", {"actor_rollout_ref.actor.policy_loss.weight_temperature": "1.0"}),
+        ("topr", {"algorithm.adv_estimator": "rec", "actor_rollout_ref.actor.policy_loss.loss_mode": "topr",
+                  "algorithm.rollout_correction.bypass_mode": "true"}),
+        ("m2po", {"algorithm.adv_estimator": "grpo", "algorithm.norm_adv_by_std_in_grpo": "true",
+                  "actor_rollout_ref.actor.policy_loss.m2_threshold": "0.04", "algorithm.rollout_correction.bypass_mode": "true"}),
         ("grpo", {"algorithm.adv_estimator": "grpo", "algorithm.norm_adv_by_std_in_grpo": "true",
                   "actor_rollout_ref.actor.policy_loss.loss_mode": "rec_oneside_is"}),
         ("offpolicy_grpo", {"algorithm.rollout_correction.bypass_mode": "false",
@@ -61,7 +67,8 @@ def test_each_preset_states_the_papers_settings(spec, expected):
 def test_only_the_losses_that_read_a_key_set_it():
     """The presets set no key the loss ignores (verl_ext.config refuses such a key at a non-default value)."""
     reads = {"reg_coef": {"opmd", "asymre"}, "reg_form": set(), "weight_temperature": {"red_weight"},
-             "outer_clip_ratio_low": {"rec_ring_is", "rec_ring_nois"}}
+             "outer_clip_ratio_low": {"rec_ring_is", "rec_ring_nois"}, "m2_threshold": {"m2po"}, "m2_tokens": set(),
+             "topr_ratio_level": set()}
     for name in ALGORITHMS:
         overrides = overrides_of(name)
         loss = ALGORITHMS[name].loss

@@ -104,12 +104,14 @@ def test_a_real_run_checks_prepares_missing_data_once_then_calls_main_ppo(tmp_pa
     metrics = tmp_path / "outputs" / "metrics" / "math-figure11"
     metrics.mkdir(parents=True)
     (metrics / "grpo-on_policy.jsonl").write_text('{"step": 1, "data": {}}\n')  # an earlier run's log
+    raw = tmp_path / "raw" / "math"
+    raw.mkdir(parents=True)
     status, recorder = launch(tmp_path, ["figure", "math-figure11", "trainer.save_freq=50"], ALGORITHMS="red_weight,grpo",
-                              RAW_DATA_PATH="/raw/math", MODEL_PATH="/models/llama")
+                              RAW_DATA_PATH=str(raw), MODEL_PATH="/models/llama")
     assert status == 0, capsys.readouterr().err
     data_dir = tmp_path / "data" / "math"
     assert recorder.modules() == ["data_prep.math", "verl.trainer.main_ppo", "verl.trainer.main_ppo"]  # data prepared once
-    assert recorder.calls[0][0][1:] == ["-m", "data_prep.math", "--local_save_dir", str(data_dir), "--local_dataset_path", "/raw/math"]
+    assert recorder.calls[0][0][1:] == ["-m", "data_prep.math", "--local_save_dir", str(data_dir), "--local_dataset_path", str(raw)]
     for (argv, env), label in zip(recorder.calls[1:], ("red_weight", "grpo")):
         assert argv[0] == sys.executable
         args = argv[3:]

@@ -17,9 +17,12 @@ READERS = {
     "reg_coef": ["asymre", "opmd"],
     "reg_form": ["opmd"],
     "weight_temperature": ["red_weight"],
+    "topr_ratio_level": ["topr"],
+    "m2_threshold": ["m2po"],
+    "m2_tokens": ["m2po"],
 }
 OTHER_VALUES = {"outer_clip_ratio_low": 0.7, "outer_clip_ratio_high": 3.0, "reg_coef": 0.05, "reg_form": "token",
-                "weight_temperature": 0.5}
+                "weight_temperature": 0.5, "topr_ratio_level": "token", "m2_threshold": 0.1, "m2_tokens": "all"}
 
 
 def test_the_table_above_covers_every_key_of_ours():

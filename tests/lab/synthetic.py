@@ -5,7 +5,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 
-def step_records(rewards: Sequence[float], kl: Optional[Sequence[float]] = None, lag: Optional[Sequence[int]] = None) -> list[dict]:
+def step_records(rewards: Sequence[float], kl: Optional[Sequence[float]] = None, lag: Optional[Sequence[int]] = None,
+                 ppo_kl: Optional[Sequence[float]] = None) -> list[dict]:
     """``[{"step": 1, "data": {...}}, ...]``: one record per training step, as verl's FileLogger writes them."""
     records = []
     for index, reward in enumerate(rewards):
@@ -14,6 +15,8 @@ def step_records(rewards: Sequence[float], kl: Optional[Sequence[float]] = None,
             data["actor/kl_loss"] = kl[index]
         if lag is not None:
             data["staleness/lag"] = lag[index]
+        if ppo_kl is not None:
+            data["actor/ppo_kl"] = ppo_kl[index]
         records.append({"step": index + 1, "data": data})
     return records
 

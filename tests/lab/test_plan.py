@@ -25,6 +25,7 @@ def test_each_lab_run_composes_and_verl_builds_its_actor_config(name):
     assert ALGORITHMS[name].estimator in ADV_ESTIMATOR_REGISTRY
     assert actor.optim.lr == 0.02 and actor.use_kl_loss and actor.kl_loss_coef == 0
     assert config.data.seed == 3 and config.actor_rollout_ref.rollout.seed == 3
+    assert config.actor_rollout_ref.actor.data_loader_seed == 3 and config.algorithm.red_drop_seed == 3
     block = delayed_sync_config_from(config)
     assert (block.sync_interval, block.sync_offset, block.offline, block.measure_mismatch) == (20, 0, False, False)
 
@@ -36,6 +37,13 @@ def test_a_lab_run_is_the_presets_overrides_plus_the_labs_own():
     preset = run.algorithm.overrides() + run.setting.overrides()
     assert [position[item] for item in preset] == sorted(position[item] for item in preset)  # all there, in order
     assert "trainer.v1.delayed_sync.measure_mismatch=false" in overrides and overrides[-1] == "a.b=1"
+
+
+def test_pi_old_is_the_behaviour_policy_for_every_preset_but_offpolicy_grpo_unless_overridden():
+    behaviour = {name for name in ALGORITHMS if LabRun(parse_algorithm(name), Setting(20, 0)).pi_old_is_behaviour}
+    assert set(ALGORITHMS) - behaviour == {"offpolicy_grpo"}
+    flipped = LabRun(parse_algorithm("topr"), Setting(20, 0), extra_overrides=("algorithm.rollout_correction.bypass_mode=False",))
+    assert not flipped.pi_old_is_behaviour
 
 
 def test_run_names_are_the_one_format_unique_and_safe():

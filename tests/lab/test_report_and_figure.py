@@ -21,7 +21,8 @@ def lab_records():
     ):
         for seed, rewards in enumerate(rewards_by_seed):
             run = LabRun(parse_algorithm(spec), Setting(20, 0), seed=seed, steps=20)
-            steps = as_steps(step_records(rewards, kl=[0.01 * i for i in range(20)], lag=[i % 20 for i in range(20)]))
+            steps = as_steps(step_records(rewards, kl=[0.01 * i for i in range(20)], lag=[i % 20 for i in range(20)],
+                                          ppo_kl=[0.0011 * i * (seed + 1) for i in range(20)]))
             records.append(run_record(run, summarize_run(steps), None))
     failed = LabRun(parse_algorithm("rec_reinforce"), Setting(20, 0), seed=2, steps=20)
     records.append(run_record(failed, summarize_run([]), "RuntimeError: boom"))
@@ -40,6 +41,7 @@ def test_json_records_start_with_the_contract_keys_and_serialise():
     assert (first["name"], first["setting"]) == ("rec_reinforce-lr0.001-sync_interval_20-T20-seed0", "sync_interval_20")
     assert first["final_reward"] == pytest.approx((0.3 + 0.4) / 2)  # last 10% of 20 steps: steps 19, 20
     assert first["epsilon_low"] is None and first["max_lag"] == 19
+    assert first["max_kl_to_behaviour"] == pytest.approx(0.0209)
     enlarged = records[2]
     assert enlarged["algorithm"] == "rec_oneside_nois@0.6_2" and (enlarged["epsilon_low"], enlarged["epsilon_high"]) == (0.6, 2.0)
     assert enlarged["steps_to_target"] == 13  # 5-step mean at step 13: (0.8 + 0.9 + 1 + 1 + 1) / 5 = 0.94
@@ -61,6 +63,7 @@ def test_table_rows_show_mean_std_reached_and_failures():
     assert reinforce[6] == "never"
     assert enlarged[3] == "2" and enlarged[6] == "14 ± 1 (2/2)"
     assert enlarged[4] == "1.00 ± 0.00"  # both seeds end at the maximum
+    assert enlarged[8] == "0.031 ± 0.015"  # largest ppo_kl per seed: 0.0209, 0.0418
     text = markdown_table(groups, 0.9)
     assert text.splitlines()[0].startswith("| setting | algorithm |") and text.count("\n") == 4
     assert rich_table(groups, 0.9).row_count == 2

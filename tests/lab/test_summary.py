@@ -109,3 +109,15 @@ def test_aggregate_groups_by_setting_algorithm_and_lr_in_first_seen_order():
     assert oneside.failed_seeds == [1] and oneside.seeds == [0, 1]
     assert oneside.steps_to_target_text() == "5"  # one seed finished (the failure shows in the seeds column)
     assert groups[2].steps_to_target_text() == "never"
+
+
+def test_kl_to_behaviour_is_the_largest_ppo_kl_when_pi_old_is_the_behaviour_policy():
+    ppo_kl = [0.0, 0.02, 0.05, 0.01] * 5
+    steps = as_steps(step_records([0.5] * 20, ppo_kl=ppo_kl))
+    summary = summarize_run(steps)
+    assert summary.max_kl_to_behaviour == pytest.approx(0.05)
+    assert summary.kl_to_behaviour_curve == pytest.approx(ppo_kl)
+    # pi_old recomputed by the current actor (offpolicy_grpo): ppo_kl is not against the behaviour policy
+    recomputed = summarize_run(steps, pi_old_is_behaviour=False)
+    assert recomputed.max_kl_to_behaviour is None and set(recomputed.kl_to_behaviour_curve) == {None}
+    assert summarize_run(as_steps(step_records([0.5] * 3))).max_kl_to_behaviour is None  # not logged

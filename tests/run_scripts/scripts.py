@@ -26,6 +26,10 @@ FIGURE_GRIDS = {
         [(f"{a}-lr{lr}", "sync_interval_20") for a in ("grpo", "rec_oneside_nois@0.6_2") for lr in ("2e-06", "5e-06", "1e-05")],
     ),
     "gsm8k/figure10_opmd_asymre.sh": ("gsm8k-figure10", [(a, s) for a in ("opmd", "asymre") for s in FIGURE2_SETTINGS]),
+    "gsm8k/high_staleness.sh": (
+        "gsm8k-high-staleness",
+        [(a, s) for a in ("rec_oneside_nois", "topr", "m2po", "grpo") for s in ("sync_interval_64", "offline")],
+    ),
     # zero-variance masking on by default (-zvm)
     "gsm8k/offpolicy_grpo.sh": ("gsm8k-offpolicy-grpo", [("offpolicy_grpo-zvm", "on_policy"), ("offpolicy_grpo-zvm", "sync_interval_10")]),
     "toolace/figure3_rec.sh": (

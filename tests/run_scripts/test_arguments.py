@@ -66,11 +66,11 @@ def test_an_extra_argument_that_is_not_an_override_stops_the_command(tmp_path, c
     (("gsm8k", "grpo"), {"NNODES": "-1"}, "NNODES='-1' must be an integer >= 1"),
     (("gsm8k", "rec_oneside_nois@nan_0.2"), {}, "epsilon_low must be in [0, 1]"),
     (("gsm8k", "grpo"), {"TOTAL_STEPS": "0"}, "TOTAL_STEPS='0' must be an integer >= 1"),
-    (("gsm8k", "grpo"), {"DATA_DIR": "/tmp/a b"}, "DATA_DIR='/tmp/a b' contains a space"),
+    (("gsm8k", "grpo"), {"DATA_DIR": "/tmp/a${b}"}, "DATA_DIR='/tmp/a${b}' contains '${'"),
     (("gsm8k", "grpo"), {"EXPERIMENT_NAME": "a/b"}, "EXPERIMENT_NAME='a/b': use letters, digits"),
     (("gsm8k", "grpo"), {"VERL_EXT_CPU_SMOKE": "1", "VERL_EXT_GPU_SMOKE": "1"}, "exclude each other"),
     (("gsm8k", "grpo"), {"VERL_EXT_DRY_RUN": "yes"}, "VERL_EXT_DRY_RUN='yes' must be 0 or 1"),
-    (("gsm8k", "grpo"), {"LOGGER": "console;rm"}, "LOGGER='console;rm' must be logger names"),
+    (("gsm8k", "grpo"), {"LOGGER": "console;rm"}, "LOGGER='console;rm': 'console;rm' is not a logger of verl's"),
 ])
 def test_bad_numbers_and_variables_are_named(tmp_path, capsys, argv, env, message):
     status, recorder = launch(tmp_path, ["run", *argv], **env)

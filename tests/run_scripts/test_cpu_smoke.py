@@ -3,7 +3,11 @@ synthetic data substituted and every other override of the script kept, for 2 st
 logged metrics, then plotted. Chosen to cover the most distinct override sets: off-policy GRPO (pi_k
 recomputed, behaviour log-probs as IS weights, a figure script's grid) and REC-GSPO on the 30B profile
 (offloading, seq-mean-token-mean). :func:`background_runs` makes both runs in a child process while the rest of
-the suite runs (tests/background_runs.py); the tests read what they left."""
+the suite runs (tests/background_runs.py); the tests read what they left. The REC-GSPO run's folders (the tiny
+model and data it builds, its outputs) lie below a folder whose name holds non-ASCII letters, a quote, braces,
+'#' and spaces, and its outputs below one with brackets too, each of which once stopped the launcher with Hydra's
+parse error: the run shows that verl, Ray, transformers and HF datasets take such paths whole (a data folder
+may not hold '[', '*' or '?', which HF datasets reads as a glob: the launcher refuses it)."""
 
 import json
 
@@ -21,10 +25,16 @@ def training_steps(metrics_file):
     return {record["step"]: record["data"] for record in records if "critic/score/mean" in record["data"]}, records
 
 
-# name -> (script, its environment's extra variables)
+# legitimate folder names Hydra's unquoted grammar cannot carry (the first also holds data files)
+ODD_FOLDER = "rec_gspo dé'jà {x} #1"
+ODD_OUTPUTS = "outputs [v] ü"
+
+# name -> (script, the folder below which its files go, its outputs folder there, its extra variables; a
+# relative VERL_EXT_TINY_ASSETS is made a folder below the run's folder: the tiny model and data built there)
 SMOKE_RUNS = {
-    "offpolicy_grpo": ("gsm8k/offpolicy_grpo.sh", {"SETTINGS": "sync_interval_10"}),
-    "rec_gspo": ("guru/figure12_rec_gspo.sh", {"ALGORITHMS": "rec_gspo_nois@6e-4_8e-4"}),  # written out as %g
+    "offpolicy_grpo": ("gsm8k/offpolicy_grpo.sh", "offpolicy_grpo", "outputs", {"SETTINGS": "sync_interval_10"}),
+    "rec_gspo": ("guru/figure12_rec_gspo.sh", ODD_FOLDER, ODD_OUTPUTS,
+                 {"ALGORITHMS": "rec_gspo_nois@6e-4_8e-4", "VERL_EXT_TINY_ASSETS": "tiny ü"}),  # written out as %g
 }
 
 
@@ -32,13 +42,16 @@ def background_runs(root):
     """Both scripts for real, one after the other, in a child process (tests/background_runs.py): per run its
     exit status, the ends of its output and its metrics folder, which the tests check."""
     results = {}
-    for name, (script, extra) in SMOKE_RUNS.items():
-        env = script_environment(root / name, VERL_EXT_CPU_SMOKE="1", **extra)
+    for name, (script, folder, outputs, extra) in SMOKE_RUNS.items():
+        extra = dict(extra, OUTPUT_DIR=str(root / folder / outputs))
+        if "VERL_EXT_TINY_ASSETS" in extra:
+            extra["VERL_EXT_TINY_ASSETS"] = str(root / folder / extra["VERL_EXT_TINY_ASSETS"])
+        env = script_environment(root / folder, VERL_EXT_CPU_SMOKE="1", **extra)
         result = run_script(script, env=env, timeout=900)
         results[name] = {
             "returncode": result.returncode,
             "output_tail": result.stdout[-3000:] + result.stderr[-3000:],
-            "metrics": root / name / "outputs" / "cpu-smoke" / "metrics",
+            "metrics": root / folder / outputs / "cpu-smoke" / "metrics",
         }
     return results
 
@@ -80,3 +93,4 @@ def test_rec_gspo_script_on_the_30b_profile_runs_on_cpu(runs):
     assert all("actor/pg_clipfrac" in data and "actor/kl_loss" in data for data in steps.values())
     assert max(data["actor/grad_norm"] for data in steps.values()) > 0
     assert not any(key.startswith("val-core/") for record in records for key in record["data"])  # Table 1: no eval
+    assert ODD_OUTPUTS in str(metrics)  # the metrics file verl wrote below the odd folder, where the launcher said

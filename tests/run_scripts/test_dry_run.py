@@ -7,7 +7,7 @@ Composing a config costs about a second on two cores, so a covering subset is co
 each set of override keys its runs write (the runs of a group differ only in the values of the same keys), and
 enough more that every algorithm preset, setting and the learning-rate sweep is composed here or in
 tests/experiments/test_profiles_and_figures.py (whose profile x preset x setting cases are not composed again).
-Every one of the 74 runs is then checked on its group's composed settings with its own override values put in:
+Every one of the 82 runs is then checked on its group's composed settings with its own override values put in:
 Hydra sets a ``key=value`` override's key to that value, so only the values that differ need no second compose."""
 
 import functools
@@ -30,6 +30,8 @@ TABLE_1 = {
     "math": ("meta-llama/Llama-3.1-8B-Instruct", 5e-7, 64, 16, 0.1, 40, (0.6, 1.0)),
 }
 
+RUNS = 82  # every run of every figure script
+
 # algorithm -> (estimator, loss, bypass_mode)
 ALGORITHMS = {
     "rec_reinforce": ("rec", "rec_reinforce", True),
@@ -39,6 +41,8 @@ ALGORITHMS = {
     "red_drop": ("red_drop", "rec_reinforce", True),
     "red_weight": ("rec", "red_weight", True),
     "offpolicy_grpo": ("grpo", "offpolicy_grpo", False),
+    "topr": ("rec", "topr", True),
+    "m2po": ("grpo", "m2po", True),
 }
 for _loss in ("rec_oneside_is", "rec_oneside_nois", "rec_twoside_is", "rec_twoside_nois", "rec_ring_nois", "rec_gspo_is", "rec_gspo_nois"):
     ALGORITHMS[_loss] = ("rec", _loss, True)
@@ -48,6 +52,7 @@ SETTINGS = {  # setting -> (sync_interval, sync_offset, offline)
     "sync_interval_20": (20, 0, False),
     "sync_interval_10": (10, 0, False),
     "sync_interval_8": (8, 0, False),
+    "sync_interval_64": (64, 0, False),
     "sync_offset_10": (1, 10, False),
     "offline": (1, 0, True),
 }
@@ -138,7 +143,7 @@ GRADIENT_STEP_KEYS = ("data.train_batch_size", "actor_rollout_ref.rollout.n", "a
 
 @pytest.fixture(scope="module")
 def every_run(cells, checked):
-    """(script, cell, settings) for all 74 runs: the composed ones as composed; each other one its group's composed
+    """(script, cell, settings) for all 82 runs: the composed ones as composed; each other one its group's composed
     settings with the values of the overrides where it differs from that run."""
     composed = {group_of(cell): (cell, result) for _, cell, result in checked}
     runs = []
@@ -162,17 +167,17 @@ def test_each_script_runs_its_figure_grid(cells, script):
 
 def test_a_covering_set_of_runs_passes_the_dry_run(cells, checked):
     everything = [cell for script_cells in cells.values() for cell in script_cells]
-    assert len(everything) == sum(len(grid) for _, grid in FIGURE_GRIDS.values()) == 74
+    assert len(everything) == sum(len(grid) for _, grid in FIGURE_GRIDS.values()) == RUNS
     composed = {(cell.profile.name, cell.algorithm.name, cell.setting.label) for _, cell, _ in checked}
     assert {group_of(cell) for _, cell, _ in checked} == {group_of(cell) for cell in everything}
     for feature in (lambda c: c[1], lambda c: c[2]):  # every preset and setting, here or in test_profiles_and_figures
         assert {feature(c) for c in composed | COMPOSED_ELSEWHERE} >= {feature((None, cell.algorithm.name, cell.setting.label)) for cell in everything}
     assert any(cell.learning_rate is not None for _, cell, _ in checked)
-    assert len(checked) <= 74 // 3  # the point of covering: a fraction of the 74 runs
+    assert len(checked) <= RUNS // 3  # the point of covering: a fraction of the runs
 
 
 def test_every_run_of_every_script_has_the_papers_values_algorithm_and_setting(every_run):
-    assert len(every_run) == 74
+    assert len(every_run) == RUNS
     for script, cell, settings in every_run:
         assert_papers_values(script, cell, settings)
         assert_algorithm_and_setting(script, cell, settings)
@@ -227,6 +232,9 @@ def assert_algorithm_and_setting(script, cell, s):
         assert s["actor_rollout_ref.actor.loss_agg_mode"] == "seq-mean-token-mean"
     if name in ("opmd", "asymre"):
         assert s["actor_rollout_ref.actor.policy_loss.reg_coef"] == 0.1
+    if name == "m2po":
+        assert s["actor_rollout_ref.actor.policy_loss.m2_threshold"] == 0.04
+        assert s["algorithm.norm_adv_by_std_in_grpo"] is True
     if name == "offpolicy_grpo":
         assert s["algorithm.rollout_correction.rollout_is"] == "token"
         assert s["algorithm.rollout_correction.rollout_is_threshold"] == pytest.approx(1e6)
@@ -304,3 +312,20 @@ def test_zero_variance_masking_outside_delayed_sync_fails_the_dry_run(tmp_path):
     result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert result.ok, result.error
     assert ("zero-variance masking", "on (delayed_sync: equal-reward groups leave the batch, no refill)") in result.lines
+
+
+def test_the_dry_run_shows_the_seeds_and_rejects_a_bad_rollout_seed_of_the_seeded_agent_loop(tmp_path):
+    from verl_ext.seeding import SEEDED_AGENT_LOOP
+
+    seeded = f"actor_rollout_ref.rollout.agent.default_agent_loop={SEEDED_AGENT_LOOP}"
+    cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", seeded, "actor_rollout_ref.rollout.seed=7")
+    result = preflight.preflight(cell.title, cell.main_ppo_args)
+    assert result.ok, result.error
+    seeds = dict(result.lines)["seeds"]
+    assert "actor_rollout_ref.rollout.seed=7" in seeds and f"each request seeded from rollout.seed" in seeds
+    cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo")
+    assert "the engine's own (single_turn_agent" in dict(preflight.preflight(cell.title, cell.main_ppo_args).lines)["seeds"]
+    for bad, allowed in (("actor_rollout_ref.rollout.seed=-1", "an integer >= 0"), ("trainer.use_v1=false", "use_v1=false")):
+        cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", seeded, bad)
+        result = preflight.preflight(cell.title, cell.main_ppo_args)
+        assert not result.ok and allowed in result.error, result.error

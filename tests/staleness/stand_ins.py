@@ -188,7 +188,8 @@ class StandInAgentLoop:
         self.rollout = rollout
         self.n = n
         self.reward = reward
-        self.generated: list[dict] = []  # per prompt group: {"uid", "index", "step", "partition", "weights", "label"}
+        # per prompt group: {"uid", "index", "step", "partition", "weights", "label", "global_steps"}
+        self.generated: list[dict] = []
 
     def generate_sequences(self, batch: TensorDict) -> None:
         for row in range(len(batch)):
@@ -246,7 +247,8 @@ class StandInAgentLoop:
             )
         self.rollout.served_since_push += n
         self.generated.append(
-            {"uid": uid, "index": index, "step": step, "partition": partition, "weights": weights, "label": label}
+            {"uid": uid, "index": index, "step": step, "partition": partition, "weights": weights, "label": label,
+             "global_steps": global_steps}
         )
         self._group_done()
         tq.kv_put(key=uid, partition_id=partition, tag={"status": "finished"})

@@ -1,15 +1,33 @@
-"""delayed_sync end to end: verl's real ``main_ppo`` on the CPU backend (tiny model, transformers rollout).
+"""delayed_sync end to end on verl's distributed path: real ``main_ppo`` on the CPU backend, two trainer ranks
+on two Ray nodes.
 
+Four runs have world size 2 on a local cluster of two Ray nodes (``trainer.nnodes=2``,
+:mod:`verl_ext.cpu.local_cluster`): two FSDP2 ranks over gloo, one rollout replica per rank on its rank's
+node, two agent-loop workers over which verl splits each batch, sharded checkpoints (one file per rank).
 The CPU rollout keeps vLLM's contract (``free_cache_engine=True``: sleep discards the weights, generating
-before the next push raises) and logs every weight event with a checksum of the weights it holds
-(:mod:`verl_ext.cpu.rollout_events`). Four runs share one Ray start-up (:class:`CPURaySession`):
-(3, 1) over 7 steps; the same with ``overlap=true`` (a resident engine generating in the background: the
-rollout server and the trainer's actor are separate processes, so the overlap is real) and checkpoints; a
-resume from the overlap run's mid-interval checkpoint; and offline with zero-variance masking (a reward
-that is constant for the odd prompts, tests/staleness/odd_count_reward.py) with the rollout engine on its own
-pool (``hybrid_engine=false``: a standalone replica on its own logical GPU, weights through verl-ext's ``gloo``
-checkpoint engine; the split's other runs are in tests/staleness/test_e2e_split.py). :func:`background_runs`
-makes them in a child process while the rest of the suite runs (tests/background_runs.py).
+before the next push raises) and logs every weight event of every replica with a checksum of the weights it
+holds (:mod:`verl_ext.cpu.rollout_events`). They share the cluster (:class:`CPURaySession`) with two short
+runs at world size 1 (below): (3, 1) over 7 steps; the same with ``overlap=true`` (a resident engine generating in the background: the
+rollout servers and the trainer's actors are separate processes, so the overlap is real) and checkpoints; a
+resume from the overlap run's mid-interval checkpoint; and offline with off-policy GRPO and zero-variance
+masking (a reward that is constant for the odd prompts, tests/staleness/odd_count_reward.py). :func:`background_runs` makes
+them in a child process while the rest of the suite runs (tests/background_runs.py).
+
+Data-parallel invariance in the real loop: the first step of the uninterrupted run (REC-OneSide-NoIS, the
+behaviour policy as pi_old) and of the offline run (off-policy GRPO in decoupled mode: pi_k recomputed by
+the two ranks, the rollout's log-probs as importance weights) are made again at world size 1, in the same
+session (``*_ws1``, one step each). Every run takes two epochs over its batch (``ppo_epochs=2``), so that
+step 1's loss and clip fraction are not trivially those of pi_theta = pi_old.
+
+At every push, every replica must hold the same weights as every other (version, checksum of what arrived,
+checksum of what it holds: :func:`verl_ext.cpu.rollout_events.push_rounds`), and those are the actor's: the
+initial model file at version 0, the sharded checkpoint of the trainer ranks at a version a checkpoint holds
+(:mod:`verl_ext.cpu.sharded_checkpoint`).
+
+With the CPU backend's seeding (the rollout's per-request seeds, the canonical batch order) the overlap run
+must train exactly as the run without overlap, and the resumed run exactly as the uninterrupted one: the
+same logged numbers at every step and the same weights at every push (:mod:`verl_ext.cpu.run_comparison`),
+at world size 2 on two nodes as at world size 1.
 """
 
 import json
@@ -18,10 +36,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES
 from tests.staleness import odd_count_reward
-from verl_ext import metric_names
-from verl_ext.checkpoint_backends import CPU_BACKEND
-from verl_ext.staleness.config import engine_pool_overrides
+from verl_ext.cpu.rollout_events import push_rounds, replica_nodes
 from verl_ext.staleness.schedule import StalenessSchedule
 
 pytestmark = pytest.mark.e2e
@@ -32,46 +49,63 @@ STEPS = 7
 RESUME_AT = 3
 OFFLINE_STEPS = 3
 SCHEDULE = StalenessSchedule(sync_interval=3, sync_offset=1)
-# 4 prompts x 2 responses per step (the CPU profile's 8 x 4 is for learning; here only the schedule matters)
+# 4 prompts x 2 responses per step (the CPU profile's 8 x 4 is for learning; here only the schedule matters);
+# the CPU profile sizes each rank's micro-batches for them
 TRAIN_BATCH_SIZE, ROLLOUT_N = 4, 2
 SMALL_BATCHES = (
     f"data.train_batch_size={TRAIN_BATCH_SIZE}",
     f"actor_rollout_ref.rollout.n={ROLLOUT_N}",
     f"actor_rollout_ref.actor.ppo_mini_batch_size={TRAIN_BATCH_SIZE}",
-    f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={TRAIN_BATCH_SIZE * ROLLOUT_N}",
-    f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={TRAIN_BATCH_SIZE * ROLLOUT_N}",
 )
-COMMON = (
+NODES, RANKS = 2, 2
+TOPOLOGY = (f"trainer.nnodes={NODES}", f"trainer.n_gpus_per_node={RANKS // NODES}")
+# two epochs over each batch: the second sees pi_theta != pi_old, so step 1's loss and clip fraction say something
+TWO_EPOCHS = "actor_rollout_ref.actor.ppo_epochs=2"
+COMMON_WS1 = (
     "trainer.v1.trainer_mode=delayed_sync",
     "actor_rollout_ref.rollout.free_cache_engine=True",  # vLLM's contract: sleep discards the weights
     *SMALL_BATCHES,
+    TWO_EPOCHS,
 )
+COMMON = (*COMMON_WS1, *TOPOLOGY)
+# the uninterrupted run's checkpoints: global_step_2 holds version 2, which the sync after step 1 pushes
+UNINTERRUPTED_SAVE_FREQ = 2
 KNOBS = ("trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1")
 OVERLAP = ("trainer.v1.delayed_sync.overlap=true", "actor_rollout_ref.rollout.free_cache_engine=False")
-# the offline run's engine on its own pool: 1 trainer + 1 engine logical GPU (the session starts Ray with both)
-RAY_GPUS = ("+ray_kwargs.ray_init.num_gpus=2",)
-ENGINE_ON_OWN_POOL = (*engine_pool_overrides(1, 1, CPU_BACKEND), *RAY_GPUS)
 ZERO_VARIANCE_MASKING = (
     "trainer.v1.delayed_sync.zero_variance_masking=true",
     f"reward.custom_reward_function.path={Path(odd_count_reward.__file__).resolve()}",
     "reward.custom_reward_function.name=compute_score",
 )
+# the offline run: off-policy GRPO in decoupled mode, with zero-variance masking (its documented setting)
+OFFLINE = (
+    "trainer.v1.delayed_sync.offline=true",
+    *ZERO_VARIANCE_MASKING,
+    "actor_rollout_ref.actor.policy_loss.loss_mode=offpolicy_grpo",
+    *OFFPOLICY_GRPO_OVERRIDES,
+)
 
 
 def background_runs(root):
-    """The four runs, in a child process while the rest of the suite runs (tests/background_runs.py)."""
+    """The six runs, in a child process while the rest of the suite runs (tests/background_runs.py)."""
+    import time
+
     from verl_ext.cpu import launch
+    from verl_ext.cpu.topology import Topology
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = root / "assets"
     build_tiny_assets(assets)
     dumps = {name: root / "dumps" / name for name in ("uninterrupted", "overlap", "resumed", "offline")}
-    with launch.CPURaySession(root / "runs", assets, ray_overrides=RAY_GPUS) as session:
+    started = time.perf_counter()
+    with launch.CPURaySession(root / "runs", assets, topology=Topology(NODES, RANKS // NODES)) as session:
+        cluster_start = time.perf_counter() - started
         uninterrupted = session.run(
             launch.CPURun(
                 name="delayed_3_1",
                 steps=STEPS,
-                overrides=(*COMMON, *KNOBS, "trainer.save_freq=2", f"trainer.rollout_data_dir={dumps['uninterrupted']}"),
+                overrides=(*COMMON, *KNOBS, f"trainer.save_freq={UNINTERRUPTED_SAVE_FREQ}",
+                           f"trainer.rollout_data_dir={dumps['uninterrupted']}"),
             )
         ).raise_for_error()
         overlap = session.run(
@@ -100,18 +134,22 @@ def background_runs(root):
             launch.CPURun(
                 name="offline",
                 steps=OFFLINE_STEPS,
-                overrides=(
-                    *COMMON,
-                    "trainer.v1.delayed_sync.offline=true",
-                    *ZERO_VARIANCE_MASKING,
-                    *ENGINE_ON_OWN_POOL,
-                    f"trainer.rollout_data_dir={dumps['offline']}",
-                ),
+                overrides=(*COMMON, *OFFLINE, f"trainer.rollout_data_dir={dumps['offline']}"),
             )
         ).raise_for_error()
-    for result in (uninterrupted, overlap, resumed, offline):
-        print(f"{result.run.name}: {result.wall_seconds:.0f} s")
-    return {"uninterrupted": uninterrupted, "overlap": overlap, "resumed": resumed, "offline": offline, "dumps": dumps}
+        # the same first steps with one trainer rank (one node of the cluster)
+        uninterrupted_ws1 = session.run(
+            launch.CPURun(name="delayed_3_1_ws1", steps=1, overrides=(*COMMON_WS1, *KNOBS))
+        ).raise_for_error()
+        offline_ws1 = session.run(launch.CPURun(name="offline_ws1", steps=1, overrides=(*COMMON_WS1, *OFFLINE))).raise_for_error()
+    print(f"two-node cluster and Ray: {cluster_start:.0f} s")
+    results = {"uninterrupted": uninterrupted, "overlap": overlap, "resumed": resumed, "offline": offline,
+               "uninterrupted_ws1": uninterrupted_ws1, "offline_ws1": offline_ws1}
+    for result in results.values():
+        measured = result.measurements
+        print(f"{result.run.name}: {measured.wall_seconds:.0f} s wall, {measured.cpu_seconds:.0f} CPU-s, "
+              f"{measured.peak_pss_bytes / 2**30:.1f} GiB peak PSS")
+    return {**results, "dumps": dumps, "assets": assets, "cluster_start_seconds": cluster_start}
 
 
 @pytest.fixture(scope="module")
@@ -131,15 +169,20 @@ def requests_per_batch() -> int:
 
 
 def pushes(result) -> list[dict]:
-    return [event for event in result.events if event["event"] == "update_weights"]
+    """The run's pushes, one per round to both replicas, which hold identical weights after each (else it raises)."""
+    return push_rounds(result.events, RANKS)
 
 
-def served_after_each_push(result) -> list[int]:
-    """Requests the rollout served with the weights of each push (until the next push). An event records
+def replica_events(result, replica: int) -> list[dict]:
+    return [event for event in result.events if event["replica_rank"] == replica]
+
+
+def served_after_each_push(result, replica: int) -> list[int]:
+    """Requests one replica served with the weights of each push (until the next push). An event records
     the requests served since the previous event, so a push's own record counts for the push before it;
     a resident engine (no sleep event) records the last push's requests nowhere."""
     served: list[int] = []
-    for event in result.events:
+    for event in replica_events(result, replica):
         if served:
             served[-1] += event.get("requests_served", 0)
         if event["event"] == "update_weights":
@@ -147,16 +190,22 @@ def served_after_each_push(result) -> list[int]:
     return served
 
 
+def served_by_all_replicas(result) -> list[int]:
+    return [sum(counts) for counts in zip(*(served_after_each_push(result, replica) for replica in range(RANKS)))]
+
+
 def check_checksums_change_only_at_pushes(result) -> None:
-    """Weights with a checksum appear only through a push; between pushes they stay or are discarded."""
+    """On every replica, weights with a checksum appear only through a push; between pushes they stay or are
+    discarded."""
     assert not [event for event in result.events if event["event"] == "generate_rejected"]
-    current = None
-    for event in result.events:
-        if event["event"] == "update_weights":
-            assert event["weight_checksum"] and event["weight_checksum"] != current
-            current = event["weight_checksum"]
-        elif event["weight_checksum"] is not None:
-            assert event["weight_checksum"] == current, event
+    for replica in range(RANKS):
+        current = None
+        for event in replica_events(result, replica):
+            if event["event"] == "update_weights":
+                assert event["weight_checksum"] and event["weight_checksum"] != current
+                current = event["weight_checksum"]
+            elif event["weight_checksum"] is not None:
+                assert event["weight_checksum"] == current, event
 
 
 def rollout_dump(directory: Path, step: int) -> Counter:
@@ -186,11 +235,46 @@ def test_weights_reach_the_rollout_exactly_at_sync_points(runs):
     assert [push["weight_version"] for push in pushes(result)] == [0] + [row.step + 1 for row in rows if row.synced]
     assert len(pushes(result)) == 1 + SCHEDULE.sync_count(STEPS)
     check_checksums_change_only_at_pushes(result)
-    # each version generated exactly its scheduled batches, in one wake (data.train_batch_size x rollout.n each)
-    assert served_after_each_push(result) == [
+    # each version generated exactly its scheduled batches, in one wake (data.train_batch_size x rollout.n each),
+    # spread by verl's load balancer over both replicas
+    assert served_by_all_replicas(result) == [
         len(SCHEDULE.steps_generated_with(push["weight_version"], STEPS)) * requests_per_batch()
         for push in pushes(result)
     ]
+    assert all(sum(served_after_each_push(result, replica)) > 0 for replica in range(RANKS))
+
+
+def test_every_replica_holds_the_actors_weights_after_each_push(runs):
+    """The actor's weights, read independently of the rollout: version 0 is the model file both ranks loaded;
+    version 2 is what the two trainer ranks saved in their sharded checkpoint after step 2 (one file per rank,
+    joined). Both replicas received exactly those tensors (their transfer checksum, checked against the
+    sender's) at the push of that version."""
+    import safetensors.torch
+
+    from verl_ext.cpu.sharded_checkpoint import actor_checkpoint_checksum, checkpoint_world_size
+    from verl_ext.cpu.weight_checksum import weight_checksum
+
+    result = runs["uninterrupted"]
+    by_version = {push["weight_version"]: push for push in pushes(result)}
+    model_file = {}
+    for path in sorted((runs["assets"] / "model").glob("*.safetensors")):
+        model_file.update(safetensors.torch.load_file(path))
+    assert by_version[0]["weight_checksum"] == weight_checksum(model_file)
+    actor = result.checkpoint_dir / f"global_step_{UNINTERRUPTED_SAVE_FREQ}" / "actor"
+    assert checkpoint_world_size(actor) == RANKS
+    assert sorted(path.name for path in actor.glob("model_world_size_*.pt")) == [
+        f"model_world_size_{RANKS}_rank_{rank}.pt" for rank in range(RANKS)
+    ]
+    assert by_version[UNINTERRUPTED_SAVE_FREQ]["transfer_checksum"] == actor_checkpoint_checksum(actor)
+
+
+def test_the_two_ranks_and_their_replicas_ran_on_two_nodes(runs):
+    """Each replica's server is pinned to its trainer rank's node: two replicas on two distinct Ray nodes, in
+    every run (the resumed one included)."""
+    for name in ("uninterrupted", "overlap", "resumed", "offline"):
+        nodes = replica_nodes(runs[name].events)
+        assert sorted(nodes) == list(range(RANKS)), name
+        assert len(set(nodes.values())) == NODES and None not in nodes.values(), (name, nodes)
 
 
 def prompts_of(dump: Counter) -> Counter:
@@ -215,9 +299,24 @@ def test_overlap_keeps_the_schedule_prompts_and_pushes(runs):
     check_checksums_change_only_at_pushes(overlap)
     # (the last push's requests are in no event of a resident engine; its batches' stamps are checked by
     # staleness/behaviour_version above: a push in the middle would mix versions in a batch)
-    assert served_after_each_push(overlap)[:-1] == served_after_each_push(plain)[:-1]
+    assert served_by_all_replicas(overlap)[:-1] == served_by_all_replicas(plain)[:-1]
     assert not [event for event in overlap.events if event["event"] in ("sleep", "wake_up")]  # resident
     assert [event for event in plain.events if event["event"] == "sleep"]  # the plain run's engine sleeps
+
+
+def test_overlap_trains_exactly_as_without_overlap(runs):
+    """Overlap changes when batches are generated, never what: every logged number (rewards, losses, grad
+    norms, lags, ...; not the timings) of every step, every generated response and every pushed weight
+    checksum are those of the run without overlap."""
+    from verl_ext.cpu.run_comparison import compare_results
+
+    plain, overlap = runs["uninterrupted"], runs["overlap"]
+    comparison = compare_results(plain, overlap)
+    assert comparison.equal, comparison.report()
+    assert comparison.compared_checksums == len(pushes(plain)) == 1 + SCHEDULE.sync_count(STEPS)
+    assert comparison.compared_values >= STEPS * 40
+    for step in range(STEPS):
+        assert rollout_dump(runs["dumps"]["overlap"], step) == rollout_dump(runs["dumps"]["uninterrupted"], step), step
 
 
 def test_overlap_hides_generation_behind_training(runs):
@@ -249,21 +348,29 @@ def test_resume_mid_interval_continues_the_uninterrupted_run(runs):
     check_checksums_change_only_at_pushes(resumed)
 
 
+def test_resumed_run_logs_the_uninterrupted_runs_numbers(runs):
+    """Resumed mid-interval (with batches still generating when the checkpoint was written): from the step
+    after the checkpoint on, every logged number and the pushed weights are those of the uninterrupted run,
+    step 7 included, whose batch the resumed run generated itself (the same prompts, the same seeds)."""
+    from verl_ext.cpu.run_comparison import compare_results
+
+    overlap, resumed = runs["overlap"], runs["resumed"]
+    resumed_global_steps = range(RESUME_AT + 1, STEPS + 1)
+    assert [record["step"] for record in resumed.steps] == list(resumed_global_steps)
+    comparison = compare_results(overlap, resumed, steps=resumed_global_steps, versions=[5])
+    assert comparison.equal, comparison.report()
+    assert comparison.compared_values >= len(resumed_global_steps) * 40
+    assert rollout_dump(runs["dumps"]["resumed"], 6) == rollout_dump(runs["dumps"]["overlap"], 6)
+
+
 def test_offline_never_pushes_after_the_start(runs):
-    """Offline, with the engine on its own pool and without overlap: one push (through the gloo checkpoint
-    engine), every batch generated at the start by the initial weights while the trainer waited."""
     result = runs["offline"]
     assert [push["weight_version"] for push in pushes(result)] == [0]
     assert per_step(result, "staleness/lag") == {step: step for step in range(OFFLINE_STEPS)}
     assert per_step(result, "staleness/behaviour_version") == {step: 0 for step in range(OFFLINE_STEPS)}
+    # every batch was generated at the start, with the initial weights
+    assert served_by_all_replicas(result) == [OFFLINE_STEPS * requests_per_batch()]
     check_checksums_change_only_at_pushes(result)
-    # a standalone engine never sleeps; no push at any step (the gloo engine logs one at each push)
-    assert not [event for event in result.events if event["event"] in ("sleep", "wake_up")]
-    assert not per_step(result, metric_names.GLOO_WEIGHT_BYTES)
-    # without overlap every batch was generated before the first step, while the trainer waited: nothing hidden
-    busy = per_step(result, "staleness/engine_busy_s")
-    assert per_step(result, "staleness/wait_for_generation_s")[0] > 0.9 * busy[0] > 0
-    assert sum(per_step(result, "staleness/generation_hidden_s").values()) < 0.05 * sum(busy.values())
 
 
 def test_zero_variance_masking_trains_on_the_other_groups(runs):
@@ -294,3 +401,63 @@ def test_zero_variance_masking_trains_on_the_other_groups(runs):
     assert all(norm > 0 for norm in grad_norms.values())
     # the run covered a partial batch (padding on the real worker)
     assert any(0 < count < TRAIN_BATCH_SIZE for count in trained_group_counts), trained_group_counts
+
+
+# Metrics verl reduces per rank before it averages over the ranks (verl's Metric with MEAN aggregation: the
+# loss's diagnostics, each a fraction or mean of the rank's own tokens; ratio_max, the mean of the ranks'
+# maxima), and those that describe the ranks themselves (verl's batch balancing). Everything else logged at
+# step 1 must agree between world sizes to float rounding.
+PER_RANK = ("actor/pg_clipfrac", "actor/pg_clipfrac_positive", "actor/pg_clipfrac_negative", "actor/ppo_kl",
+            "actor/ratio_mean", "actor/ratio_max", "global_seqlen/")
+DATA_PARALLEL_PAIRS = [("uninterrupted", "uninterrupted_ws1"), ("offline", "offline_ws1")]
+
+
+@pytest.mark.parametrize("ws2, ws1", DATA_PARALLEL_PAIRS)
+def test_step_1_is_the_same_at_world_size_1_and_2(runs, ws2, ws1):
+    """The same first batch (same prompts, same per-request seeds, the same initial weights) trained by one rank
+    and by two on two nodes: reward, advantages, lengths, the loss (verl's global token normalisation through
+    ``global_batch_info``: each rank's share of the global mean), the entropy, the grad norm (of the reduced
+    gradient), both epochs included, agree to float rounding (``REDUCTION_ORDER``: 1e-6 + 1e-5 relative)."""
+    from verl_ext.cpu.run_comparison import REDUCTION_ORDER, compare_results
+
+    one, two = runs[ws1], runs[ws2]
+    comparison = compare_results(one, two, steps=[1], tolerance=REDUCTION_ORDER, compare_checksums=False,
+                                 ignore=(*PER_RANK, "staleness/"))
+    assert comparison.equal, comparison.report()
+    assert comparison.compared_values >= 30
+    step = two.steps[0]
+    # the second epoch trained with pi_theta != pi_old: a loss and clipping to compare, not zeros
+    assert abs(step["actor/pg_loss"]) > 1e-4 and step["actor/grad_norm"] > 0
+    assert one.steps[0]["actor/pg_clipfrac"] > 0 and step["actor/pg_clipfrac"] > 0
+    assert step["staleness/lag"] == one.steps[0]["staleness/lag"] == 0.0
+
+
+def rank_fractions(fraction_ws1: float, epochs: int, tokens: tuple[int, int]) -> set[float]:
+    """What verl logs at world size 2 for a clip fraction that is ``fraction_ws1`` at world size 1, over all ways
+    the same clipped tokens can fall on two ranks holding ``tokens`` response tokens.
+
+    At world size 1 the loss logs c / N per epoch (c clipped of N tokens; the first epoch clips none:
+    pi_theta = pi_old), verl averages the epochs: f1 = c / (E N). At world size 2 each rank logs its own
+    c_r / n_r and verl averages ranks, then epochs: f2 = (c_0 / n_0 + c_1 / n_1) / (2 E), c_0 + c_1 = c.
+    """
+    n0, n1 = tokens
+    clipped = round(fraction_ws1 * epochs * (n0 + n1))
+    assert abs(clipped - fraction_ws1 * epochs * (n0 + n1)) < 1e-3, "not a whole number of clipped tokens"
+    return {(c0 / n0 + (clipped - c0) / n1) / (2 * epochs)
+            for c0 in range(max(0, clipped - n1), min(clipped, n0) + 1)}
+
+
+def test_the_clip_fraction_is_verls_mean_over_ranks_of_the_same_clipped_tokens(runs):
+    """``actor/pg_clipfrac`` is not the same number at world size 2: verl averages each rank's fraction of its
+    own tokens, and the ranks hold 3 +- a few tokens apart. It is what the same clipped tokens give under that
+    reduction: the logged value is one of the splits of world size 1's clipped count over the two ranks'
+    token counts (verl logs each rank's tokens, prompt + response, as global_seqlen/balanced_min and _max;
+    every prompt has the same length and every rank holds the same number of responses)."""
+    one, two = runs["uninterrupted_ws1"].steps[0], runs["uninterrupted"].steps[0]
+    assert two["prompt_length/min"] == two["prompt_length/max"]
+    prompt_tokens = int(two["prompt_length/min"]) * TRAIN_BATCH_SIZE * ROLLOUT_N // RANKS
+    tokens = (int(two["global_seqlen/balanced_min"]) - prompt_tokens, int(two["global_seqlen/balanced_max"]) - prompt_tokens)
+    assert sum(tokens) == round(one["response_length/mean"] * TRAIN_BATCH_SIZE * ROLLOUT_N)
+    for name in ("actor/pg_clipfrac", "actor/pg_clipfrac_positive", "actor/pg_clipfrac_negative"):
+        possible = rank_fractions(one[name], epochs=2, tokens=tokens)
+        assert any(abs(two[name] - value) < 1e-6 for value in possible), (name, one[name], two[name], sorted(possible))

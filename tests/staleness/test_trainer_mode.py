@@ -63,6 +63,8 @@ def test_interval_3_offset_1_follows_the_schedule(transfer_queue, dataset_file, 
     assert mismatch == pytest.approx({row.step: 0.1 * row.lag for row in rows})
     # no batch beyond the run was generated, none twice
     assert len(run.agent_loop.generated) == STEPS * TRAIN_BATCH_SIZE
+    # each batch carries the global step that trains on it, as in sync mode (the rollout seeds derive from it)
+    assert all(group["global_steps"] == group["step"] + 1 for group in run.agent_loop.generated)
     assert run.rollout.weights is None  # asleep (weights discarded) once training is over
 
 

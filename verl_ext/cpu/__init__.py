@@ -6,9 +6,13 @@
   :mod:`~verl_ext.cpu.rollout_replica`, :mod:`~verl_ext.cpu.server_adapter` -- rollout name ``cpu``;
 - :mod:`~verl_ext.cpu.patches` -- the three patches a CPU run needs;
 - :mod:`~verl_ext.cpu.registration` -- ``register_cpu_backend()``, called by :mod:`verl_ext.plugin`;
-- :mod:`~verl_ext.cpu.profile` -- the environment and overrides that make any run a CPU run;
+- :mod:`~verl_ext.cpu.profile` -- the environment and overrides that make any run a CPU run, sized by
+  :mod:`~verl_ext.cpu.topology` for the user's ``trainer.nnodes`` x ``trainer.n_gpus_per_node`` (and what
+  such a topology needs from Ray, checked before it starts);
+- :mod:`~verl_ext.cpu.local_cluster` -- a Ray cluster of several nodes on this machine (``trainer.nnodes > 1``);
 - :mod:`~verl_ext.cpu.launch`, :mod:`~verl_ext.cpu.run_metrics`, :mod:`~verl_ext.cpu.run_monitor` -- run
   ``main_ppo`` (child process or shared Ray session) and read back its metrics and measurements;
+- :mod:`~verl_ext.cpu.sharded_checkpoint` -- the actor's weights in verl's sharded checkpoint, joined;
 - :mod:`~verl_ext.cpu.quickstart` -- the README's main job.
 
 Docs: ``docs/cpu-backend.md``. Importing this package does not import verl.

@@ -1,7 +1,4 @@
-"""Token-in, token-out generation with ``transformers`` ``generate()`` and the log-prob of each token.
-
-Concurrent requests are generated together: one left-padded ``generate()`` call per batch of requests
-that share their sampling parameters.
+"""Token-in, token-out generation with ``transformers`` ``generate()``, per-request seeded sampling.
 
 For a prompt ``x`` and sampled response ``y_1..y_T`` the rollout reports, per generated token,
 
@@ -9,8 +6,30 @@ For a prompt ``x`` and sampled response ``y_1..y_T`` the rollout reports, per ge
 
 where ``z_t`` are the model's raw logits at step ``t``: the same quantity verl's actor recomputes
 (``logits / temperature`` then log-softmax), so rollout and actor log-probs agree up to floating-point
-error when both run the same weights in the same dtype. Top-k / top-p restrict which tokens can be drawn
-but, as with the actor, are not folded into the reported log-prob.
+error when both run the same weights in the same dtype. Repetition penalty, top-k and top-p restrict or
+reshape what can be drawn but, as with the actor, are not folded into the reported log-prob.
+
+Sampling (:func:`next_token`). Each request has its own ``torch.Generator`` (seeded with the request's
+``seed``, :mod:`verl_ext.seeding`), and token t of a response is drawn by inverse CDF from the t-th
+uniform of that generator:
+
+    z' = repetition_penalty(z_t, prompt and response so far)      (vLLM's rule: z/p if z > 0 else z*p)
+    q  = softmax(z' / tau) in float64, restricted to the top-k and then to the top-p nucleus, renormalised
+    u  ~ U[0, 1) from the request's generator;   y_t = min { i : sum_{j<=i} q_j > u }
+
+(greedy, ``tau = 0``: ``y_t = argmax z'``, first index on ties). A request's tokens therefore depend on
+its prompt, its seed and the logits, never on which requests arrive before it or share its batch.
+
+Batching. Requests sharing their sampling parameters may be generated together in one left-padded
+``generate()`` call, but a batched forward pass does not give a row the bits it gets alone: left padding
+and the batch size change the float32 reduction order (on the tiny model: log-probs differ by up to ~5e-7,
+``tests/cpu/test_seeded_sampling.py`` measures it). The sampled token flips only when the uniform falls
+between a CDF boundary and where the perturbation moved it (a probability of at most the sum of those
+moves: at most ~2e-5 per token on the tiny model's 45 tokens, usually far less), but
+the reported log-probs differ in their last bits every time, and verl trains on them (pi_old in bypass
+mode): a run would not reproduce its numbers bit for bit. So the server generates each request alone
+by default (``max_batch_size=1``, :mod:`verl_ext.cpu.rollout_server`), which is exact; a larger batch is
+faster and reproducible only up to float rounding.
 
 The number of new tokens follows vLLM's rule in verl's vLLM server: ``max_tokens`` from the request if
 given, else ``min(response_length, prompt_length + response_length - len(prompt))``, clamped to
@@ -20,10 +39,10 @@ given, else ``min(response_length, prompt_length + response_length - len(prompt)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional, Sequence
 
 import torch
-from transformers import GenerationConfig, PreTrainedModel
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel
 
 
 @dataclass(frozen=True)
@@ -36,6 +55,7 @@ class SamplingRequest:
     top_k: int = -1  # -1 or 0: no top-k restriction
     repetition_penalty: float = 1.0
     return_log_probs: bool = True
+    seed: Optional[int] = None  # the request's own sampling seed (None: the server draws one, see rollout_server)
 
     @property
     def greedy(self) -> bool:
@@ -59,6 +79,7 @@ NEUTRAL_VALUES_OF_UNSUPPORTED_KEYS = {
     "stop": (None, [], ()),
     "stop_token_ids": (None, [], ()),
 }
+MAX_SEED = 2**63 - 1  # what torch.Generator.manual_seed takes without wrapping (vLLM's seed is an int too)
 
 
 def sampling_request_from_params(
@@ -93,8 +114,15 @@ def sampling_request_from_params(
     if unsupported:
         raise ValueError(
             f"CPU rollout: unsupported sampling parameters {unsupported}; supported: temperature, top_p, top_k, "
-            "repetition_penalty, logprobs, max_tokens (a per-request seed is ignored: the server's seed is used)"
+            "repetition_penalty, logprobs, max_tokens, seed"
         )
+    seed = params.get("seed")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) and not hasattr(seed, "__index__"):
+            raise ValueError(f"CPU rollout: sampling parameter seed must be an integer in [0, 2^63), got {seed!r}")
+        seed = int(seed)
+        if not 0 <= seed <= MAX_SEED:
+            raise ValueError(f"CPU rollout: sampling parameter seed must be in [0, 2^63), got {seed}")
     return SamplingRequest(
         max_new_tokens=max_tokens,
         temperature=float(params.get("temperature", 1.0)),
@@ -102,12 +130,101 @@ def sampling_request_from_params(
         top_k=int(params.get("top_k", -1) or -1),
         repetition_penalty=float(params.get("repetition_penalty", 1.0) or 1.0),
         return_log_probs=bool(params.get("logprobs", True)),
+        seed=seed,
     )
 
 
 def sampling_key(request: SamplingRequest) -> tuple:
-    """Requests with equal keys can share one batched ``generate()`` call (everything but the length)."""
+    """Requests with equal keys can share one batched ``generate()`` call (everything but length and seed)."""
     return (request.greedy, request.temperature, request.top_p, request.top_k, request.repetition_penalty)
+
+
+# ---------------------------------------------------------------------------------------------- sampling
+
+
+def apply_repetition_penalty(logits: torch.Tensor, seen_token_ids: torch.Tensor, penalty: float) -> torch.Tensor:
+    """vLLM's (and HF's) repetition penalty: for every token id in ``seen_token_ids``, z/p if z > 0 else z*p."""
+    if penalty == 1.0 or seen_token_ids.numel() == 0:
+        return logits
+    seen = torch.unique(seen_token_ids)
+    values = logits[seen]
+    out = logits.clone()
+    out[seen] = torch.where(values > 0, values / penalty, values * penalty)
+    return out
+
+
+def sampling_distribution(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """q (float64, over the vocabulary): softmax(z / tau), kept to the top-k, then to the top-p nucleus, renormalised.
+
+    Top-k keeps every token whose logit is at least the k-th largest (ties at the boundary stay). Top-p
+    keeps, in decreasing probability (a stable sort: lower token id first on ties), each token whose
+    preceding mass is below ``top_p`` -- the smallest such prefix with mass >= top_p; the first is always kept.
+    """
+    scaled = logits.to(torch.float64) / temperature
+    vocabulary = scaled.numel()
+    if 0 < top_k < vocabulary:
+        kth = torch.topk(scaled, top_k).values[-1]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    probs = torch.softmax(scaled, dim=-1)
+    if top_p < 1.0:
+        order = torch.sort(probs, descending=True, stable=True).indices
+        sorted_probs = probs[order]
+        mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+        keep_sorted = mass_before < top_p
+        keep_sorted[0] = True
+        keep = torch.zeros_like(keep_sorted).scatter_(0, order, keep_sorted)
+        probs = torch.where(keep, probs, torch.zeros_like(probs))
+    return probs / probs.sum()
+
+
+def draw_from(probs: torch.Tensor, generator: torch.Generator) -> int:
+    """Inverse-CDF draw of one token from ``probs`` with one uniform of ``generator``."""
+    cdf = torch.cumsum(probs, dim=-1)
+    u = torch.rand((), generator=generator, dtype=torch.float64) * cdf[-1]
+    return int(torch.searchsorted(cdf, u.reshape(1), right=True).clamp_max(probs.numel() - 1))
+
+
+def next_token(
+    logits: torch.Tensor, seen_token_ids: torch.Tensor, request: SamplingRequest, generator: torch.Generator
+) -> int:
+    """The next token of one request from its raw logits (see the module docstring)."""
+    penalised = apply_repetition_penalty(logits, seen_token_ids, request.repetition_penalty)
+    if request.greedy:
+        return int(torch.argmax(penalised))
+    probs = sampling_distribution(penalised, request.temperature, request.top_k, request.top_p)
+    return draw_from(probs, generator)
+
+
+class PerRequestSampler(LogitsProcessor):
+    """Chooses each row's next token with :func:`next_token` and the row's own generator, and hands
+    ``generate()`` (run greedy) scores whose only finite entry is that token.
+
+    ``prompt_starts[row]``: where the row's prompt begins in the left-padded ``input_ids`` (the
+    repetition penalty sees the prompt and the response so far, never the padding).
+    """
+
+    def __init__(
+        self, requests: Sequence[SamplingRequest], generators: Sequence[torch.Generator], prompt_starts: Sequence[int]
+    ):
+        self.requests = list(requests)
+        self.generators = list(generators)
+        self.prompt_starts = list(prompt_starts)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        chosen = torch.full_like(scores, float("-inf"))
+        for row, (request, generator, start) in enumerate(zip(self.requests, self.generators, self.prompt_starts)):
+            token = next_token(scores[row], input_ids[row, start:], request, generator)
+            chosen[row, token] = 0.0
+        return chosen
+
+
+def request_generator(request: SamplingRequest) -> torch.Generator:
+    """The request's own generator, seeded with its seed (a greedy request draws nothing and needs none)."""
+    if request.seed is None:
+        if request.greedy:
+            return torch.Generator()
+        raise ValueError("a sampled request needs a seed (the rollout server gives one to a request without)")
+    return torch.Generator().manual_seed(request.seed)
 
 
 @torch.no_grad()
@@ -121,9 +238,10 @@ def generate_batch_with_log_probs(
 ) -> list[GenerationResult]:
     """Generate one response per prompt in a single left-padded ``model.generate`` call.
 
-    All requests must share :func:`sampling_key`; each response is cut at its own ``max_new_tokens`` and
-    after its first end-of-sequence token. Left padding with an attention mask gives the same logits as
-    generating each prompt alone (up to float rounding, ~1e-7 in float32).
+    All requests must share :func:`sampling_key`, and sampled ones carry a seed; each response is cut at its own
+    ``max_new_tokens`` and after its first end-of-sequence token. A row generated in a batch of one is
+    exactly what that request gives alone; in a larger batch its logits move by float rounding (see the
+    module docstring).
     """
     if not prompts or len(prompts) != len(requests):
         raise ValueError(f"need one request per prompt, got {len(prompts)} prompts and {len(requests)} requests")
@@ -134,19 +252,23 @@ def generate_batch_with_log_probs(
     width = max(len(prompt) for prompt in prompts)
     input_ids = torch.tensor([[pad_token_id] * (width - len(p)) + list(p) for p in prompts], dtype=torch.long)
     attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long)
+    sampler = PerRequestSampler(
+        requests, [request_generator(request) for request in requests], [width - len(p) for p in prompts]
+    )
     generation_config = GenerationConfig(
-        do_sample=not first.greedy,
-        temperature=first.temperature if not first.greedy else None,
-        top_p=first.top_p if not first.greedy and first.top_p < 1.0 else None,
-        top_k=first.top_k if not first.greedy and first.top_k > 0 else None,
-        repetition_penalty=first.repetition_penalty if first.repetition_penalty != 1.0 else None,
+        do_sample=False,  # the token is chosen by PerRequestSampler; generate() takes its only finite score
         max_new_tokens=max(request.max_new_tokens for request in requests),
         eos_token_id=list(eos_token_ids),
         pad_token_id=pad_token_id,
         output_logits=True,
         return_dict_in_generate=True,
     )
-    output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config)
+    output = model.generate(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        generation_config=generation_config,
+        logits_processor=LogitsProcessorList([sampler]),
+    )
     new_tokens = output.sequences[:, width:]
     logits = torch.stack(output.logits, dim=1).float()
     scale = 1.0 if first.greedy else first.temperature

@@ -12,6 +12,14 @@ run's own overrides; a key set later wins):
   per run; the workers themselves (trainer, rollout server, agent-loop and reward workers) are new processes
   for every run -- verl creates them in each TaskRunner, so they cannot be shared.
 
+The topology is the run's own ``trainer.nnodes`` / ``trainer.n_gpus_per_node`` (world size 1 when it sets
+neither): the CPU profile is sized for it (:func:`verl_ext.cpu.profile.cpu_overrides_for`). With more than
+one node, :func:`run_main_ppo` runs ``main_ppo`` inside a :class:`~verl_ext.cpu.local_cluster.LocalRayCluster`
+of that many nodes, stopped afterwards; a :class:`CPURaySession` is given its topology (the largest its runs
+need) and starts such a cluster when it has several nodes. A run with the rollout engine on its own pool
+(``actor_rollout_ref.hybrid_engine=false``) also needs the engine's logical GPUs on its (one) node: its topology
+counts them (``Topology.engine_gpus``), and so must the session's.
+
 Each run writes into ``<base_dir>/<project>/``: ``<name>.jsonl`` (verl's file logger: every step's
 metrics), ``<name>/rollout_events.jsonl`` (the CPU rollout's weight events), ``<name>/checkpoints``
 (``trainer.default_local_dir``) and, for child processes, ``<name>/main_ppo.log``.
@@ -26,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from verl_ext.cpu.profile import cpu_environment, cpu_overrides
+from verl_ext.cpu.profile import cpu_environment, cpu_overrides_for
 from verl_ext.cpu.rollout_events import read_rollout_events
+from verl_ext.cpu.topology import Topology, check_memory
 from verl_ext.experiments.overrides import merge_overrides
 from verl_ext.experiments.run_names import check_name
 from verl_ext.metrics_file import file_logger_path, read_metrics_file
@@ -62,6 +71,12 @@ class CPURun:
             raise ValueError(f"CPURun {self.name!r}: steps must be an integer >= 1, got {self.steps!r}")
         if isinstance(self.overrides, str):
             raise TypeError(f"CPURun {self.name!r}: overrides must be a sequence of 'key=value' strings, not one string")
+        self.topology  # a topology key that is not an integer >= 1 is refused now, naming the key
+
+    @property
+    def topology(self) -> Topology:
+        """The run's ``trainer.nnodes`` x ``trainer.n_gpus_per_node`` (1 x 1 unless its overrides set them)."""
+        return Topology.from_overrides(self.overrides)
 
     def resolved_config_dir(self) -> Path:
         if self.config_dir is not None:
@@ -79,7 +94,7 @@ class CPURunResult:
     log_path: Optional[Path]
     wall_seconds: float
     error: Optional[str] = None
-    measurements: Optional[Any] = None  # RunMeasurements, for child-process runs
+    measurements: Optional[Any] = None  # RunMeasurements: wall, CPU time and peak memory of every process of the run
     _steps: Optional[list[dict[str, Any]]] = field(default=None, repr=False)
 
     @property
@@ -130,12 +145,16 @@ def bookkeeping_overrides(run: CPURun, paths: dict[str, Path], project: str) -> 
     ]
 
 
+LOGGER_PATH_KEY = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
+
+
 def run_overrides(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str]:
-    """The full override list of ``run``: CPU profile, then bookkeeping, then the run's own overrides."""
+    """The full override list of ``run``: CPU profile (sized for the run's topology and batch sizes), then
+    bookkeeping, then the run's own overrides."""
     paths = run_paths(base_dir, run)
     bookkeeping = bookkeeping_overrides(run, paths, PROJECT_NAME)
     bookkeeping.append(f"+actor_rollout_ref.rollout.engine_kwargs.cpu.event_log={paths['events']}")
-    return merge_overrides(cpu_overrides(assets_dir), bookkeeping, run.overrides)
+    return merge_overrides(cpu_overrides_for(assets_dir, run.overrides), bookkeeping, run.overrides)
 
 
 def _prepare_run_dir(paths: dict[str, Path]) -> None:
@@ -171,7 +190,10 @@ def main_ppo_argv(run: CPURun, overrides: list[str]) -> list[str]:
 
 
 def main_ppo_command(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str]:
-    return main_ppo_argv(run, run_overrides(run, base_dir, assets_dir))
+    """The child-process command of ``run``: its overrides, and the metrics path in the Ray job's environment
+    (verl's file logger runs in the TaskRunner, which on a cluster's node does not see the driver's)."""
+    logger_path = f"{LOGGER_PATH_KEY}={run_paths(base_dir, run)['metrics']}"
+    return main_ppo_argv(run, merge_overrides(run_overrides(run, base_dir, assets_dir), [logger_path]))
 
 
 def run_main_ppo(
@@ -180,17 +202,36 @@ def run_main_ppo(
     """Run ``python -m verl.trainer.main_ppo`` for ``run`` in a child process (its own Ray cluster).
 
     Output goes to ``<run dir>/main_ppo.log`` (and to this process's stdout too with ``echo``); the result
-    carries :class:`verl_ext.cpu.run_monitor.RunMeasurements` (start-up, teardown, peak memory).
+    carries :class:`verl_ext.cpu.run_monitor.RunMeasurements` (start-up, teardown, peak memory). With
+    ``trainer.nnodes > 1`` the run joins a local cluster of that many nodes started for it (its start and
+    stop count in the result's ``wall_seconds``, not in the measurements; its processes' CPU time and memory
+    while the run lasts do).
     """
+    from contextlib import nullcontext
+
+    from verl_ext.cpu.local_cluster import LocalRayCluster, cluster_processes
     from verl_ext.cpu.run_monitor import run_and_measure
 
     paths = run_paths(base_dir, run)
     _prepare_run_dir(paths)
+    command = main_ppo_command(run, base_dir, assets_dir)  # a bad topology or batch size fails here, before Ray
     env = {**os.environ, **cpu_environment(), "VERL_FILE_LOGGER_PATH": str(paths["metrics"])}
+    topology = run.topology
+    check_memory(topology)  # before a cluster starts (main_ppo's driver checks it again)
     started = time.perf_counter()
-    measurements = run_and_measure(
-        main_ppo_command(run, base_dir, assets_dir), env, paths["log"], paths["metrics"], echo=echo, timeout=timeout
+    cluster = (
+        LocalRayCluster(topology.nnodes, topology.n_gpus_per_node, env=cpu_environment(), log_dir=paths["run_dir"] / "ray_nodes")
+        if topology.nnodes > 1
+        else nullcontext()
     )
+    with cluster:
+        also_measure = None
+        if topology.nnodes > 1:
+            env.update(cluster.client_environment())
+            also_measure = lambda: cluster_processes(cluster.marker)  # noqa: E731 -- the cluster's raylets and workers
+        measurements = run_and_measure(
+            command, env, paths["log"], paths["metrics"], echo=echo, timeout=timeout, also_measure=also_measure
+        )
     error = None if measurements.returncode == 0 else f"main_ppo exited with status {measurements.returncode}"
     result = _result(run, paths, started, error, log=True)
     result.measurements = measurements
@@ -227,28 +268,30 @@ class CPURaySession:
 
     Use as a context manager; ``run(CPURun(...))`` returns a :class:`CPURunResult`. Environment variables
     of the CPU profile are set in this process before Ray starts (Ray's workers inherit them), and
-    ``VERL_FILE_LOGGER_ROOT`` points verl's file logger at ``base_dir``.
+    ``VERL_FILE_LOGGER_ROOT`` points verl's file logger at ``base_dir``. ``topology`` sizes the cluster: a
+    one-node Ray with ``n_gpus_per_node`` (+ ``engine_gpus``) logical GPUs, or a :class:`~verl_ext.cpu.local_cluster.LocalRayCluster`
+    of ``nnodes`` such nodes; each run must fit in it (a smaller run fits).
     """
 
-    def __init__(self, base_dir: Path, assets_dir: Path, cleanup_timeout: float = 60.0, ray_overrides: Sequence[str] = ()):
+    def __init__(self, base_dir: Path, assets_dir: Path, cleanup_timeout: float = 60.0, topology: Topology = Topology()):
         self.base_dir = Path(base_dir).resolve()
         self.assets_dir = Path(assets_dir).resolve()
         self.cleanup_timeout = cleanup_timeout
-        # overrides of the config Ray is started from, e.g. "+ray_kwargs.ray_init.num_gpus=2" for runs whose
-        # rollout engine has its own logical GPU (actor_rollout_ref.hybrid_engine=false)
-        self.ray_overrides = tuple(ray_overrides)
+        self.topology = topology
+        self.cluster = None  # a LocalRayCluster when the topology has several nodes
         self._saved_environment: dict[str, Optional[str]] = {}
         self._saved_platform: Any = None
         self._started_ray = False
 
-    def _set_environment(self) -> None:
+    def _set_environment(self, extra: Optional[dict[str, str]] = None) -> None:
         wanted: dict[str, Optional[str]] = {
             **cpu_environment(),
             "VERL_FILE_LOGGER_ROOT": str(self.base_dir),
             "VERL_FILE_LOGGER_PATH": None,
+            **(extra or {}),
         }
         for name, value in wanted.items():
-            self._saved_environment[name] = os.environ.get(name)
+            self._saved_environment.setdefault(name, os.environ.get(name))
             if value is None:
                 os.environ.pop(name, None)
             else:
@@ -285,15 +328,27 @@ class CPURaySession:
     def __enter__(self) -> "CPURaySession":
         import ray
 
+        from verl_ext.cpu.local_cluster import LocalRayCluster
+
         if ray.is_initialized():
             raise RuntimeError("CPURaySession starts its own Ray cluster; Ray is already initialised in this process")
+        check_memory(self.topology)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self._set_environment()
         self._select_cpu_platform()
         try:
-            config = compose_run_config(CPURun(name="ray_init", overrides=self.ray_overrides), self.base_dir, self.assets_dir)
+            if self.topology.nnodes > 1:
+                # its nodes inherit this process's environment: the CPU profile's and the file logger's root
+                self.cluster = LocalRayCluster(
+                    self.topology.nnodes, self.topology.n_gpus_per_node, log_dir=self.base_dir / "ray_nodes"
+                ).start()
+                self._set_environment(self.cluster.client_environment())  # saved, restored on exit
+                self.cluster.join_from_this_process()
+            config = compose_run_config(CPURun(name="ray_init", overrides=tuple(self.topology.overrides())),
+                                        self.base_dir, self.assets_dir)
             ray.init(**ray_init_kwargs(config))
         except BaseException:
+            self._stop_cluster()
             self._restore_platform()
             self._restore_environment()
             raise
@@ -301,33 +356,74 @@ class CPURaySession:
         self._total_resources = dict(ray.cluster_resources())
         return self
 
+    def _stop_cluster(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+            self.cluster = None
+
     def __exit__(self, *exc_info: Any) -> None:
         import ray
 
-        if self._started_ray:
-            ray.shutdown()
-            self._started_ray = False
-        self._restore_platform()
-        self._restore_environment()
+        try:
+            if self._started_ray:
+                ray.shutdown()
+                self._started_ray = False
+        finally:
+            self._stop_cluster()
+            self._restore_platform()
+            self._restore_environment()
+
+    def check_fits(self, run: CPURun) -> None:
+        """A run whose topology this session's Ray cannot place is refused, naming its keys."""
+        needed, have = run.topology, self.topology
+        if not needed.fits_in(have):
+            engine = f" + {needed.engine_gpus} engine GPU(s) of its own pool" if needed.engine_gpus else ""
+            have_engine = f" + {have.engine_gpus} for an engine's own pool" if have.engine_gpus else ""
+            raise ValueError(
+                f"CPU run {run.name!r}: trainer.nnodes={needed.nnodes} trainer.n_gpus_per_node={needed.n_gpus_per_node}"
+                f"{engine} does not fit this CPURaySession ({have.nnodes} node(s) of {have.n_gpus_per_node} logical "
+                f"GPU(s){have_engine}): give the session a topology at least as large"
+            )
 
     def run(self, run: CPURun) -> CPURunResult:
         """Compose ``run``'s config and run it through verl's ``main_ppo.main`` in this process."""
         from verl.trainer.main_ppo import main as main_ppo
 
+        from verl_ext.cpu.run_monitor import ProcessSampler, RunMeasurements
+
         if not self._started_ray:
             raise RuntimeError("use CPURaySession as a context manager")
+        self.check_fits(run)
         paths = run_paths(self.base_dir, run)
         _prepare_run_dir(paths)
         started = time.perf_counter()
         error = None
-        try:
-            config = compose_run_config(run, self.base_dir, self.assets_dir)
-            main_ppo(config)
-        except Exception as exception:  # noqa: BLE001 -- reported in the result, with its type
-            error = f"{type(exception).__name__}: {exception}"
-        finally:
-            self.wait_until_idle()
-        return _result(run, paths, started, error, log=False)
+        with ProcessSampler(self._processes()) as sampler:  # this driver, the Ray it started or the cluster's nodes
+            try:
+                config = compose_run_config(run, self.base_dir, self.assets_dir)
+                main_ppo(config)
+            except Exception as exception:  # noqa: BLE001 -- reported in the result, with its type
+                error = f"{type(exception).__name__}: {exception}"
+            finally:
+                self.wait_until_idle()
+        result = _result(run, paths, started, error, log=False)
+        result.measurements = RunMeasurements(
+            returncode=0 if error is None else 1,
+            wall_seconds=result.wall_seconds,
+            peak_rss_bytes=sampler.peak_rss,
+            peak_pss_bytes=sampler.peak_pss,
+            cpu_seconds=sampler.cpu_seconds,
+            first_record_seconds=None,
+            last_record_seconds=None,
+        )
+        return result
+
+    def _processes(self):
+        from verl_ext.cpu.local_cluster import cluster_processes
+        from verl_ext.cpu.run_monitor import this_process_tree
+
+        cluster = self.cluster
+        return this_process_tree(also=(lambda: cluster_processes(cluster.marker)) if cluster is not None else None)
 
     def wait_until_idle(self) -> None:
         """Block until the last run's actors and placement groups released their resources.
@@ -366,6 +462,11 @@ class CPURaySession:
 
 
 def run_all(runs: Sequence[CPURun], base_dir: Path, assets_dir: Path) -> list[CPURunResult]:
-    """Run several CPU runs in one :class:`CPURaySession` (in order)."""
-    with CPURaySession(base_dir, assets_dir) as session:
+    """Run several CPU runs in one :class:`CPURaySession` (in order), sized for the largest of them."""
+    topology = Topology(
+        max(run.topology.nnodes for run in runs),
+        max(run.topology.n_gpus_per_node for run in runs),
+        max(run.topology.gpus_per_node for run in runs) - max(run.topology.n_gpus_per_node for run in runs),
+    )
+    with CPURaySession(base_dir, assets_dir, topology=topology) as session:
         return [session.run(run) for run in runs]

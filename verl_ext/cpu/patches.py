@@ -21,6 +21,15 @@ tests (``tests/cpu/test_patches.py``) that fail when a verl or torch upgrade mak
    Patch: the default becomes :data:`CPU_REPLAY_POLL_INTERVAL` seconds (an explicit argument still
    wins). Performance only: what is sampled, and when, is unchanged. verl's replay-buffer module takes
    ~5 s to import, so the patch is applied when verl imports it, not before (:func:`when_imported`).
+
+4. ``batch_order`` -- ``verl/trainer/ppo/v1/replay_buffer.py`` (``ReplayBuffer._materialize_batch``) hands
+   out a batch's trajectories in the order they reached the TransferQueue, i.e. the order the agent-loop
+   and reward workers finished them, which changes from run to run; the update and the metrics reduce in
+   that order, so a run could not reproduce its numbers. There is a config hook for the sampler
+   (``trainer.v1.sampler.custom_sampler``), but verl builds a custom sampler without its group-filter and
+   refill arguments. Patch: the batch verl built is put in :mod:`verl_ext.batch_order`'s canonical order
+   (prompt groups as submitted, then session, then output index); which trajectories it holds is unchanged.
+   Applied when verl imports the module, like patch 3.
 """
 
 from __future__ import annotations
@@ -35,6 +44,8 @@ from typing import Any, Callable
 
 import torch
 import torch.distributed
+
+from verl_ext.batch_order import order_batch
 
 
 @dataclass
@@ -171,6 +182,41 @@ def _install_replay_buffer_poll_interval() -> Callable[[], None]:
     return remove
 
 
+MATERIALIZE_PARAMETERS = ["self", "partition_id", "selected_prompt_uids", "partition_snapshot"]
+
+
+def _install_batch_order() -> Callable[[], None]:
+    state: dict[str, Any] = {}
+
+    def patch(module: Any) -> None:
+        replay_buffer = module.ReplayBuffer
+        original = replay_buffer._materialize_batch
+        parameters = list(inspect.signature(original).parameters)
+        if parameters != MATERIALIZE_PARAMETERS:
+            raise RuntimeError(
+                f"{REPLAY_BUFFER_MODULE}.ReplayBuffer._materialize_batch{tuple(parameters)} is not the method this "
+                "patch wraps: re-check the batch_order patch"
+            )
+
+        @functools.wraps(original)
+        def _materialize_batch(self, partition_id, selected_prompt_uids, partition_snapshot):
+            batch = original(self, partition_id, selected_prompt_uids, partition_snapshot)
+            # prompt groups in listing (= submission) order, from the snapshot verl just selected from
+            return order_batch(batch, list(self.prompt_global_steps[partition_id]))
+
+        _materialize_batch.__verl_ext_patch__ = "batch_order"
+        replay_buffer._materialize_batch = _materialize_batch
+        state["restore"] = lambda: setattr(replay_buffer, "_materialize_batch", original)
+
+    stop_waiting = when_imported(REPLAY_BUFFER_MODULE, patch)
+
+    def remove() -> None:
+        stop_waiting()
+        state.pop("restore", lambda: None)()
+
+    return remove
+
+
 PATCHES = (
     Patch(
         name="duplicate_gloo_backend",
@@ -189,6 +235,12 @@ PATCHES = (
         verl_location="verl/trainer/ppo/v1/trainer_base.py: _build_replay_buffer",
         reason="the trainer polls for finished rollouts every 2 s, with no config key; a CPU rollout takes ~0.1 s",
         install=_install_replay_buffer_poll_interval,
+    ),
+    Patch(
+        name="batch_order",
+        verl_location="verl/trainer/ppo/v1/replay_buffer.py: ReplayBuffer._materialize_batch",
+        reason="a batch's responses come in the order workers finished them: a run cannot reproduce its numbers",
+        install=_install_batch_order,
     ),
 )
 

@@ -5,7 +5,12 @@ Appended after a run's own overrides, they swap in the tiny model and the counti
 for two cores. Each entry says why it is there. The shell form (``run_scripts/cpu/profile.sh``) is
 generated from this module, so the Python launcher and the shell scripts cannot drift apart:
 
-    eval "$(python -m verl_ext.cpu.profile --shell --assets DIR)"   # exports VERL_EXT_CPU_OVERRIDES=(...)
+    eval "$(python -m verl_ext.cpu.profile --shell --assets DIR [-- trainer.n_gpus_per_node=2 ...])"
+
+The topology is the user's: ``trainer.nnodes`` and ``trainer.n_gpus_per_node`` as a GPU user writes them
+(given to :func:`cpu_overrides` as a :class:`~verl_ext.cpu.topology.Topology`, or read from the user's
+overrides by :func:`cpu_overrides_for`); the logical GPUs and CPUs of Ray, the micro-batches per rank and
+the agent-loop workers follow from it (:mod:`verl_ext.cpu.topology`). A world size of 1 is the default.
 
 Importing this module does not import verl.
 """
@@ -16,7 +21,18 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
+
+from verl_ext.cpu.topology import (
+    MINI_BATCH_SIZE,
+    ROLLOUT_N,
+    TRAIN_BATCH_SIZE,
+    Topology,
+    derived_sizes,
+    override_value,
+    ray_init_overrides,
+)
+from verl_ext.seeding import SEEDED_AGENT_LOOP
 
 # Why each environment variable is set.
 ENVIRONMENT_REASONS = {
@@ -32,28 +48,34 @@ ENVIRONMENT_REASONS = {
 # Why each override is there (key -> reason); values are filled in by cpu_overrides().
 OVERRIDE_REASONS = {
     "trainer.device": "verl's device string",
-    "trainer.nnodes": "one machine",
-    "trainer.n_gpus_per_node": "one trainer rank (one logical Ray GPU)",
-    "ray_kwargs.ray_init.num_cpus": "logical CPUs for Ray scheduling (oversubscribed: each worker bundle asks for several)",
-    "+ray_kwargs.ray_init.num_gpus": "logical GPUs: verl's resource pools place workers only on GPU/NPU resources",
+    "trainer.nnodes": "Ray nodes (the user's; more than one: a local cluster, verl_ext.cpu.local_cluster)",
+    "trainer.n_gpus_per_node": "trainer ranks per node (the user's; 1 by default), one logical Ray GPU each",
+    "+ray_kwargs.ray_init.address": "one node: always a new Ray (never a cluster started elsewhere on this machine); "
+    "several: the local cluster's address (VERL_EXT_CPU_RAY_ADDRESS)",
+    "ray_kwargs.ray_init.num_cpus": "logical CPUs for Ray scheduling (oversubscribed: each worker bundle asks for 3); "
+    "null when joining a cluster",
+    "+ray_kwargs.ray_init.num_gpus": "logical GPUs: verl's resource pools place workers only on GPU/NPU resources "
+    "(one node only: a cluster's nodes have their own)",
     "actor_rollout_ref.model.path": "the tiny Qwen2 model",
     "actor_rollout_ref.model.use_remove_padding": "padding removal needs flash-attn's varlen kernels",
     "+actor_rollout_ref.model.override_config.attn_implementation": "torch SDPA instead of flash-attn",
-    "actor_rollout_ref.actor.strategy": "FSDP2 (fully_shard) over gloo, world size 1",
+    "actor_rollout_ref.actor.strategy": "FSDP2 (fully_shard) over gloo, one rank per logical GPU",
     "actor_rollout_ref.actor.fsdp_config.use_torch_compile": "skip torch.compile of the entropy kernel (slow start-up on CPU)",
     "+actor_rollout_ref.actor.fsdp_config.mixed_precision": "compute in float32, as the rollout does: rollout and actor log-probs agree to ~1e-6",
     "actor_rollout_ref.actor.optim.lr": "a learning rate for a 125K-parameter model (verl's default 1e-6 is for billions)",
     "actor_rollout_ref.actor.ppo_mini_batch_size": "one optimizer step per training step",
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": "whole mini-batch in one forward pass",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": "each rank's share of the mini-batch in one forward pass",
     "actor_rollout_ref.actor.use_dynamic_bsz": "fixed micro-batches",
     "actor_rollout_ref.ref.fsdp_config.use_torch_compile": "as for the actor",
-    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": "whole batch in one forward pass",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": "each rank's share of the batch in one forward pass",
     "actor_rollout_ref.rollout.name": "verl_ext's transformers rollout",
     "actor_rollout_ref.rollout.dtype": "float32, as the actor computes",
-    "actor_rollout_ref.rollout.tensor_model_parallel_size": "one process per rollout replica",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": "one process per rollout replica (one replica per trainer rank)",
     "actor_rollout_ref.rollout.n": "responses per prompt (group size)",
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "whole batch in one forward pass",
-    "actor_rollout_ref.rollout.agent.num_workers": "one agent-loop worker process",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "each rank's share of the batch in one forward pass",
+    "actor_rollout_ref.rollout.agent.num_workers": "one agent-loop worker process per trainer rank (verl splits each "
+    "batch over them)",
+    "actor_rollout_ref.rollout.agent.default_agent_loop": "each request its own sampling seed: a run is a function of its seeds",
     "actor_rollout_ref.rollout.calculate_log_probs": "the rollout returns per-token log-probs (pi_old in bypass mode)",
     "reward.num_workers": "one reward-loop worker process",
     "reward.custom_reward_function.path": "the counting task's reward",
@@ -87,16 +109,24 @@ def cpu_overrides(
     train_batch_size: int = DEFAULTS["train_batch_size"],
     rollout_n: int = DEFAULTS["rollout_n"],
     learning_rate: float = DEFAULTS["learning_rate"],
+    topology: Topology = Topology(),
+    mini_batch_size: Optional[int] = None,
 ) -> list[str]:
-    """Hydra overrides of a CPU run on the tiny assets in ``assets_dir``."""
+    """Hydra overrides of a CPU run on the tiny assets in ``assets_dir``, for ``topology``'s trainer ranks.
+
+    ``mini_batch_size`` (default ``train_batch_size``: one optimizer step per training step) sizes the actor's
+    micro-batches; a world size that does not divide the responses of a mini-batch or of a step raises
+    :class:`verl_ext.config_values.ConfigError` naming the keys.
+    """
     assets = Path(assets_dir).resolve()
-    responses = train_batch_size * rollout_n
+    mini_batch_size = train_batch_size if mini_batch_size is None else mini_batch_size
+    sizes = derived_sizes(topology, train_batch_size, rollout_n, mini_batch_size)
+    ray_init = dict(override.split("=", 1) for override in ray_init_overrides(topology))
     values = {
         "trainer.device": "cpu",
-        "trainer.nnodes": 1,
-        "trainer.n_gpus_per_node": 1,
-        "ray_kwargs.ray_init.num_cpus": 16,
-        "+ray_kwargs.ray_init.num_gpus": 1,
+        "trainer.nnodes": topology.nnodes,
+        "trainer.n_gpus_per_node": topology.n_gpus_per_node,
+        **ray_init,
         "actor_rollout_ref.model.path": assets / "model",
         "actor_rollout_ref.model.use_remove_padding": False,
         "+actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
@@ -104,17 +134,18 @@ def cpu_overrides(
         "actor_rollout_ref.actor.fsdp_config.use_torch_compile": False,
         "+actor_rollout_ref.actor.fsdp_config.mixed_precision": "{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}",
         "actor_rollout_ref.actor.optim.lr": learning_rate,
-        "actor_rollout_ref.actor.ppo_mini_batch_size": train_batch_size,
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": responses,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": mini_batch_size,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": sizes.actor_micro_batch_per_rank,
         "actor_rollout_ref.actor.use_dynamic_bsz": False,
         "actor_rollout_ref.ref.fsdp_config.use_torch_compile": False,
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": responses,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": sizes.log_prob_micro_batch_per_rank,
         "actor_rollout_ref.rollout.name": "cpu",
         "actor_rollout_ref.rollout.dtype": "float32",
         "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
         "actor_rollout_ref.rollout.n": rollout_n,
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": responses,
-        "actor_rollout_ref.rollout.agent.num_workers": 1,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": sizes.log_prob_micro_batch_per_rank,
+        "actor_rollout_ref.rollout.agent.num_workers": sizes.agent_loop_workers,
+        "actor_rollout_ref.rollout.agent.default_agent_loop": SEEDED_AGENT_LOOP,
         "actor_rollout_ref.rollout.calculate_log_probs": True,
         "reward.num_workers": 1,
         "reward.custom_reward_function.path": "pkg://verl_ext.tiny.task",
@@ -128,41 +159,87 @@ def cpu_overrides(
         "data.dataloader_num_workers": 0,
         "trainer.logger": "[console,file]",
     }
-    missing = set(values) ^ set(OVERRIDE_REASONS)
-    if missing:
-        raise AssertionError(f"every CPU override needs a reason and a value: {sorted(missing)}")
+    unexplained = set(values) - set(OVERRIDE_REASONS)
+    unset = set(OVERRIDE_REASONS) - set(values) - ({"+ray_kwargs.ray_init.num_gpus"} if topology.nnodes > 1 else set())
+    if unexplained or unset:
+        raise AssertionError(f"every CPU override needs a reason and a value: {sorted(unexplained | unset)}")
     return [f"{key}={_hydra_value(value)}" for key, value in values.items()]
 
 
+def cpu_overrides_for(assets_dir: str | Path, user_overrides: Iterable[str] = ()) -> list[str]:
+    """:func:`cpu_overrides` sized for the user's own overrides: their topology and, when they set them, their
+    prompts per step, group size and mini-batch (so that the derived micro-batches fit what they run).
+
+    Put the user's overrides after the result (``merge_overrides(cpu_overrides_for(a, user), ..., user)``): a
+    key the user sets still wins, and what the profile derives agrees with it.
+    """
+    user_overrides = list(user_overrides)
+
+    def number(key: str, default: Optional[int]) -> Optional[int]:
+        value = override_value(user_overrides, key)
+        if value is None:
+            return default
+        try:
+            return int(value)
+        except ValueError:
+            from verl_ext.config_values import reject
+
+            reject(key, value, "an integer >= 1")
+
+    train_batch_size = number(TRAIN_BATCH_SIZE, DEFAULTS["train_batch_size"])
+    return cpu_overrides(
+        assets_dir,
+        train_batch_size=train_batch_size,
+        rollout_n=number(ROLLOUT_N, DEFAULTS["rollout_n"]),
+        topology=Topology.from_overrides(user_overrides),
+        mini_batch_size=number(MINI_BATCH_SIZE, train_batch_size),
+    )
+
+
 def _hydra_value(value: object) -> str:
-    if isinstance(value, bool):
-        return str(value)
+    if isinstance(value, Path):  # any folder name, non-ASCII or with quotes, read back by Hydra as it is
+        from verl_ext.experiments.overrides import hydra_string
+
+        return hydra_string(str(value))
     return str(value)
 
 
-def shell_profile(assets_dir: str | Path) -> str:
-    """Bash code exporting the environment and the array ``VERL_EXT_CPU_OVERRIDES``."""
+def shell_profile(assets_dir: str | Path, user_overrides: Sequence[str] = ()) -> str:
+    """Bash code exporting the environment and the array ``VERL_EXT_CPU_OVERRIDES`` (sized for the topology and
+    batch sizes in ``user_overrides``, see :func:`cpu_overrides_for`)."""
     lines = [f"export {name}={shlex.quote(value)}" for name, value in cpu_environment().items()]
-    overrides = " ".join(shlex.quote(override) for override in cpu_overrides(assets_dir))
+    overrides = " ".join(shlex.quote(override) for override in cpu_overrides_for(assets_dir, user_overrides))
     lines.append(f"VERL_EXT_CPU_OVERRIDES=({overrides})")
     lines.append(f"export VERL_EXT_TINY_ASSETS={shlex.quote(str(Path(assets_dir).resolve()))}")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.cpu.profile", description=__doc__.split("\n\n")[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    user: list[str] = []
+    if "--" in argv:
+        user, argv = argv[argv.index("--") + 1 :], argv[: argv.index("--")]
+    parser = argparse.ArgumentParser(
+        prog="python -m verl_ext.cpu.profile [options] [-- the run's overrides]", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--assets", type=Path, default=None, help="tiny assets directory (default: verl_ext.tiny.assets.default_assets_dir())")
     parser.add_argument("--shell", action="store_true", help="print bash code to eval (default: explain each entry)")
     args = parser.parse_args(argv)
+    from verl_ext.config_values import ConfigError
     from verl_ext.tiny.assets import default_assets_dir
 
     assets = args.assets or default_assets_dir()
+    try:
+        overrides = cpu_overrides_for(assets, user)
+    except ConfigError as error:
+        print(f"python -m verl_ext.cpu.profile: {error}", file=sys.stderr)
+        return 2
     if args.shell:
-        sys.stdout.write(shell_profile(assets))
+        sys.stdout.write(shell_profile(assets, user))
         return 0
     for name, (value, reason) in ENVIRONMENT_REASONS.items():
         print(f"{name}={value}\n    {reason}")
-    for override in cpu_overrides(assets):
+    for override in overrides:
         print(f"{override}\n    {OVERRIDE_REASONS[override.split('=', 1)[0]]}")
     return 0
 

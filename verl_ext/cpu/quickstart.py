@@ -2,6 +2,10 @@
 
     bash run_scripts/cpu/quickstart.sh            (or: python -m verl_ext.cpu.quickstart [options] [-- overrides])
 
+Overrides after ``--`` are Hydra overrides of the run, the topology included, as a GPU user writes them:
+``-- trainer.n_gpus_per_node=2`` trains with two FSDP2 ranks and two rollout replicas, ``-- trainer.nnodes=2``
+on a local cluster of two Ray nodes (:mod:`verl_ext.cpu.local_cluster`, started and stopped by the run).
+
 It builds the tiny assets if they are missing (:mod:`verl_ext.tiny.assets`), prints the exact
 ``python -m verl.trainer.main_ppo`` command, runs it with verl's output streamed, and ends with a summary:
 reward at the start and the end, steps per second, start-up time and peak memory
@@ -51,6 +55,8 @@ def format_summary(summary: dict) -> str:
         f"verl-ext CPU quickstart: {summary['algorithm']} on the tiny counting task",
         "=" * 72,
         f"  steps trained          {summary['steps']}",
+        f"  trainer ranks          {summary['world_size']}   ({summary['nnodes']} Ray node(s) x {summary['n_gpus_per_node']}; "
+        f"one rollout replica each)",
         f"  reward (score) start   {summary['reward_start']:.3f}   (mean of the first tenth of the steps)",
         f"  reward (score) end     {summary['reward_end']:.3f}   (mean of the last tenth)",
         "  reward by stretch      "
@@ -104,8 +110,12 @@ def run_quickstart(
     if not result.ok:
         return result, None
     measurements = result.measurements
+    topology = run.topology
     summary = {
         "algorithm": f"algorithm.adv_estimator={estimator}, loss_mode={loss}",
+        "nnodes": topology.nnodes,
+        "n_gpus_per_node": topology.n_gpus_per_node,
+        "world_size": topology.world_size,
         **summarize(result.steps),
         "reward_curve": reward_curve(result.steps),
         "wall_seconds": measurements.wall_seconds,
@@ -137,9 +147,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps must be >= 1, got {args.steps}")
-    result, summary = run_quickstart(
-        args.steps, args.estimator, args.loss, args.out, args.assets, echo=not args.quiet, extra_overrides=extra
-    )
+    from verl_ext.config_values import ConfigError
+    from verl_ext.cpu.local_cluster import ClusterStartError
+
+    try:
+        result, summary = run_quickstart(
+            args.steps, args.estimator, args.loss, args.out, args.assets, echo=not args.quiet, extra_overrides=extra
+        )
+    except ConfigError as error:  # a topology or batch size the CPU profile cannot size: nothing was started
+        print(f"[verl-ext] {error}", file=sys.stderr)
+        return 2
+    except ClusterStartError as error:  # a node of the local cluster did not come up (stopped again)
+        print(f"[verl-ext] {error}", file=sys.stderr)
+        return 1
     if summary is None:
         print(f"[verl-ext] {result.error}; see {result.log_path}", file=sys.stderr)
         return 1

@@ -11,7 +11,9 @@ trainer's checks) can read back, after a run, exactly which weights generated wh
 
 ``update_weights`` records also carry ``previous_checksum``, ``transfer_checksum`` (of the tensors as
 received, equal to the sender's) and ``num_tensors``; ``sleep`` records carry ``level``; ``update_aborted``
-(a push that failed part-way) carries ``reason`` and ``tensors_loaded``.
+(a push that failed part-way) carries ``reason`` and ``tensors_loaded``; ``initialized`` records carry
+``node_id`` (the Ray node of the replica, hence of its trainer rank) and ``pid``. Several replicas append to
+one log, each record naming its ``replica_rank``.
 """
 
 from __future__ import annotations
@@ -65,3 +67,46 @@ def read_rollout_events(path: str | os.PathLike) -> list[dict[str, Any]]:
 def weight_pushes(records: list[dict[str, Any]], replica_rank: int = 0) -> list[dict[str, Any]]:
     """The ``update_weights`` records of one replica, in order."""
     return [r for r in records if r["event"] == "update_weights" and r["replica_rank"] == replica_rank]
+
+
+def pushes_per_replica(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Each replica's ``update_weights`` records, in order, keyed by ``replica_rank`` (every replica that logged)."""
+    replicas = sorted({record["replica_rank"] for record in records})
+    return {rank: weight_pushes(records, rank) for rank in replicas}
+
+
+class ReplicasDisagree(ValueError):
+    """Two rollout replicas did not receive the same weights at the same push."""
+
+
+def push_rounds(records: list[dict[str, Any]], replicas: int) -> list[dict[str, Any]]:
+    """The weight pushes of a run with ``replicas`` rollout replicas, one entry per push to all of them.
+
+    verl's checkpoint engine pushes every version to every replica (each trainer rank streams the gathered
+    weights to its own replica). The k-th push of every replica must carry the same version, arrive intact
+    (the server checks its ``transfer_checksum`` against the sender's) and leave the same weights
+    (``weight_checksum``); otherwise :class:`ReplicasDisagree` names the push and the replicas. Returns
+    ``[{"weight_version", "weight_checksum", "transfer_checksum", "replicas": [ranks]}]``.
+    """
+    per_replica = pushes_per_replica(records)
+    if sorted(per_replica) != list(range(replicas)):
+        raise ReplicasDisagree(f"expected the events of replicas 0..{replicas - 1}, found replicas {sorted(per_replica)}")
+    counts = {rank: len(pushes) for rank, pushes in per_replica.items()}
+    if len(set(counts.values())) != 1:
+        raise ReplicasDisagree(f"the replicas received different numbers of pushes: {counts}")
+    rounds = []
+    for index, pushes in enumerate(zip(*per_replica.values())):
+        fields = {key: {push[key] for push in pushes} for key in ("weight_version", "weight_checksum", "transfer_checksum")}
+        different = {key: values for key, values in fields.items() if len(values) != 1}
+        if different:
+            raise ReplicasDisagree(
+                f"push {index}: the replicas hold different weights: "
+                + "; ".join(f"{key} {sorted(map(str, values))}" for key, values in different.items())
+            )
+        rounds.append({key: values.pop() for key, values in fields.items()} | {"replicas": sorted(per_replica)})
+    return rounds
+
+
+def replica_nodes(records: list[dict[str, Any]]) -> dict[int, str]:
+    """The Ray node each replica's server ran on (its ``initialized`` record), by ``replica_rank``."""
+    return {record["replica_rank"]: record.get("node_id") for record in records if record["event"] == "initialized"}

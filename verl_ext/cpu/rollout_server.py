@@ -20,10 +20,18 @@ same rules, so trainer code that would be wrong with vLLM is wrong here too:
 
 Server options come from ``actor_rollout_ref.rollout.engine_kwargs.cpu``: ``event_log`` (path of the JSONL
 event log; default: the ``VERL_EXT_CPU_ROLLOUT_EVENTS`` environment variable, else none) and
-``attn_implementation`` (default ``sdpa``), ``max_batch_size`` (default 64: concurrent requests sharing
-their sampling parameters are generated in one batched call) and ``batch_wait_seconds`` (default 0.01: how
-long the first request of a batch waits for others). Only one rank per replica is supported
+``attn_implementation`` (default ``sdpa``), ``max_batch_size`` (default 1: each request is generated alone,
+which makes its tokens and log-probs exactly reproducible; larger: concurrent requests sharing their
+sampling parameters are generated in one batched call, faster but exact only up to float rounding, see
+:mod:`verl_ext.cpu.generation`) and ``batch_wait_seconds`` (default 0.01: how long the first request of a
+batch waits for others). Only one rank per replica is supported
 (``tensor_model_parallel_size = data_parallel_size = pipeline_model_parallel_size = 1``).
+
+Sampling seeds: a request's ``sampling_params["seed"]`` (verl-ext's seeded agent loop sends one per
+response, :mod:`verl_ext.seeded_agent_loop`) seeds that request's own generator, so what it samples does
+not depend on the replica, the arrival order or the other requests. A request without a seed gets one from
+the server (derived from ``rollout.seed``, the replica rank and how many unseeded requests came before it):
+reproducible only when the requests arrive in the same order.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 import torch
@@ -45,6 +53,7 @@ from verl_ext.cpu.generation import (
 )
 from verl_ext.cpu.rollout_events import RolloutEventLog
 from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest, weight_checksum
+from verl_ext.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +70,7 @@ INCOMPLETE = "incomplete"  # a push failed part-way: a mix of two versions, unus
 USABLE_WEIGHTS = (CHECKPOINT, PUSHED)
 
 
-DEFAULT_MAX_BATCH_SIZE = 64  # requests generated together in one left-padded generate() call
+DEFAULT_MAX_BATCH_SIZE = 1  # requests generated together in one left-padded generate() call (1: exact)
 DEFAULT_BATCH_WAIT_SECONDS = 0.01  # how long the first queued request waits for others to join its batch
 
 
@@ -111,7 +120,8 @@ class CPURolloutServer:
         log_path = self.options.get("event_log") or os.environ.get(EVENT_LOG_ENV)
         self.events = RolloutEventLog(log_path, replica_rank=replica_rank)
 
-        torch.manual_seed(int(self.config.seed) + replica_rank)
+        torch.manual_seed(int(self.config.seed) + replica_rank)  # the random weights of load_format=dummy
+        self.unseeded_requests = 0  # requests that came without a sampling seed (each gets one from the server)
         self.dtype = _torch_dtype(self.config.dtype)
         self.model = self._build_model()
         self._parameter_shapes = {name: p.shape for name, p in self._parameters().items()}
@@ -133,7 +143,7 @@ class CPURolloutServer:
         self._engine_lock = asyncio.Lock()
         self._admission = asyncio.Event()
         self._admission.set()
-        self._record("initialized")
+        self._record("initialized", node_id=_ray_node_id(), pid=os.getpid())
 
     # ------------------------------------------------------------------ set-up
 
@@ -226,6 +236,8 @@ class CPURolloutServer:
             configured_response_length=self.config.response_length,
             max_model_len=self.max_model_len,
         )
+        if request.seed is None:
+            request = replace(request, seed=self._seed_for_unseeded_request())
         pending = PendingRequest(request_id, prompt_ids, request, asyncio.get_running_loop().create_future())
         self._pending.append(pending)
         if self._batcher is None or self._batcher.done():
@@ -237,6 +249,14 @@ class CPURolloutServer:
             stop_reason="completed",
             extra_fields={"global_steps": version, "weight_checksum": checksum},
         )
+
+    def _seed_for_unseeded_request(self) -> int:
+        """A seed for a request that brought none: depends on how many such requests came before it."""
+        seed = derive_seed(
+            "verl_ext.cpu.unseeded_request", int(self.config.seed), self.replica_rank, self.unseeded_requests
+        )
+        self.unseeded_requests += 1
+        return seed
 
     async def _generate_pending(self) -> None:
         """Generate queued requests in batches of equal sampling parameters until the queue is empty."""
@@ -428,6 +448,13 @@ class CPURolloutServer:
 
     async def stop_profile(self):
         return None
+
+
+def _ray_node_id() -> Optional[str]:
+    """The Ray node this server runs on (which machine of a cluster), or None outside Ray."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
 
 
 def _torch_dtype(name: Any) -> torch.dtype:

@@ -14,6 +14,8 @@ RSS counts pages shared between processes (torch's libraries) once per process, 
 bound of the memory the run needs; PSS sums to the memory actually used (sampled less often: slower to read).
 ``cpu_seconds`` (the sum over processes of their last-seen CPU time) does not grow with other load on the
 machine the way wall time does; a process's last quarter second before it exits can be missed.
+``also_measure`` adds processes that are not the child's descendants: the nodes of a Ray cluster the child
+joins (:func:`verl_ext.cpu.local_cluster.cluster_processes`), which were started before it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 import psutil
 
@@ -55,13 +57,24 @@ class RunMeasurements:
         return asdict(self)
 
 
-def _tree_memory(process: psutil.Process, proportional: bool) -> int:
-    """Sum of RSS (or PSS) over ``process`` and its descendants, in bytes."""
-    total = 0
+def _members(process: psutil.Process, also: Optional[Callable[[], Iterable[int]]] = None) -> list[psutil.Process]:
+    """``process``, its descendants and the processes ``also`` names, each once."""
     try:
-        members = [process, *process.children(recursive=True)]
+        members = {member.pid: member for member in (process, *process.children(recursive=True))}
     except psutil.NoSuchProcess:
-        return 0
+        members = {}
+    for pid in also() if also is not None else ():
+        if pid not in members:
+            try:
+                members[pid] = psutil.Process(pid)
+            except psutil.NoSuchProcess:
+                pass
+    return list(members.values())
+
+
+def _tree_memory(members: list[psutil.Process], proportional: bool) -> int:
+    """Sum of RSS (or PSS) over ``members``, in bytes."""
+    total = 0
     for member in members:
         try:
             total += member.memory_full_info().pss if proportional else member.memory_info().rss
@@ -70,11 +83,7 @@ def _tree_memory(process: psutil.Process, proportional: bool) -> int:
     return total
 
 
-def _record_cpu_times(process: psutil.Process, cpu_by_process: dict) -> None:
-    try:
-        members = [process, *process.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return
+def _record_cpu_times(members: list[psutil.Process], cpu_by_process: dict) -> None:
     for member in members:
         try:
             times = member.cpu_times()
@@ -91,6 +100,60 @@ def _line_count(path: Path) -> int:
         return 0
 
 
+class ProcessSampler:
+    """Samples, every :data:`SAMPLE_SECONDS` in a thread, the memory and CPU time of the processes ``members()``
+    returns (a set that changes as workers start and stop). ``cpu_seconds``: the CPU time they used while
+    sampled -- each process's last-seen CPU time, less what it had already used when sampling started."""
+
+    def __init__(self, members: Callable[[], list[psutil.Process]], on_sample: Optional[Callable[[], None]] = None):
+        self.members = members
+        self.on_sample = on_sample
+        self.peak_rss = 0
+        self.peak_pss = 0
+        self.samples = 0
+        self._cpu: dict = {}
+        self._baseline: dict = {}
+        self._done = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def __enter__(self) -> "ProcessSampler":
+        _record_cpu_times(self.members(), self._baseline)
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._done.set()
+        self._thread.join()
+        self._sample()  # the last word of the processes still alive
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(seconds - self._baseline.get(key, 0.0) for key, seconds in self._cpu.items())
+
+    def _sample(self) -> None:
+        members = self.members()
+        self.peak_rss = max(self.peak_rss, _tree_memory(members, proportional=False))
+        _record_cpu_times(members, self._cpu)
+        if self.samples % PSS_EVERY == 0:
+            self.peak_pss = max(self.peak_pss, _tree_memory(members, proportional=True))
+        self.samples += 1
+
+    def _loop(self) -> None:
+        while not self._done.is_set():
+            if self.on_sample is not None:
+                self.on_sample()
+            self._sample()
+            self._done.wait(SAMPLE_SECONDS)
+
+
+def this_process_tree(also: Optional[Callable[[], Iterable[int]]] = None) -> Callable[[], list[psutil.Process]]:
+    """``members`` for a :class:`ProcessSampler`: this process, its descendants (a Ray it started: GCS, raylet,
+    workers) and the processes ``also`` names (a cluster's nodes)."""
+    me = psutil.Process()
+    return lambda: _members(me, also)
+
+
 def run_and_measure(
     command: Sequence[str],
     env: dict[str, str],
@@ -98,35 +161,28 @@ def run_and_measure(
     metrics_path: Optional[Path] = None,
     echo: bool = False,
     timeout: Optional[float] = None,
+    also_measure: Optional[Callable[[], Iterable[int]]] = None,
 ) -> RunMeasurements:
-    """Run ``command``, copy its output to ``log_path`` (and stdout with ``echo``), measure it."""
+    """Run ``command``, copy its output to ``log_path`` (and stdout with ``echo``), measure it (and the processes
+    ``also_measure`` returns the ids of)."""
     started = time.perf_counter()
-    state = {"peak": 0, "peak_pss": 0, "samples": 0, "first": None, "last": None, "lines": 0, "done": False}
-    cpu_by_process: dict = {}
+    state = {"first": None, "last": None, "lines": 0}
     process = subprocess.Popen(list(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     watched = psutil.Process(process.pid)
 
-    def sample() -> None:
-        while not state["done"]:
-            if timeout is not None and time.perf_counter() - started > timeout and process.poll() is None:
-                process.kill()
-            state["peak"] = max(state["peak"], _tree_memory(watched, proportional=False))
-            _record_cpu_times(watched, cpu_by_process)
-            if state["samples"] % PSS_EVERY == 0:
-                state["peak_pss"] = max(state["peak_pss"], _tree_memory(watched, proportional=True))
-            state["samples"] += 1
-            if metrics_path is not None:
-                lines = _line_count(metrics_path)
-                if lines > state["lines"]:
-                    now = time.perf_counter() - started
-                    state["first"] = now if state["first"] is None else state["first"]
-                    state["last"], state["lines"] = now, lines
-            time.sleep(SAMPLE_SECONDS)
+    def check_progress() -> None:
+        if timeout is not None and time.perf_counter() - started > timeout and process.poll() is None:
+            process.kill()
+        if metrics_path is not None:
+            lines = _line_count(metrics_path)
+            if lines > state["lines"]:
+                now = time.perf_counter() - started
+                state["first"] = now if state["first"] is None else state["first"]
+                state["last"], state["lines"] = now, lines
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    sampler = ProcessSampler(lambda: _members(watched, also_measure), on_sample=check_progress)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("w", encoding="utf-8") as log:
+    with sampler, log_path.open("w", encoding="utf-8") as log:
         assert process.stdout is not None
         for line in process.stdout:
             log.write(line)
@@ -134,14 +190,12 @@ def run_and_measure(
                 sys.stdout.write(line)
                 sys.stdout.flush()
         returncode = process.wait()
-    state["done"] = True
-    sampler.join()
     return RunMeasurements(
         returncode=returncode,
         wall_seconds=time.perf_counter() - started,
-        peak_rss_bytes=state["peak"],
-        peak_pss_bytes=state["peak_pss"],
-        cpu_seconds=sum(cpu_by_process.values()),
+        peak_rss_bytes=sampler.peak_rss,
+        peak_pss_bytes=sampler.peak_pss,
+        cpu_seconds=sampler.cpu_seconds,
         first_record_seconds=state["first"],
         last_record_seconds=state["last"],
     )

@@ -19,5 +19,7 @@ module              what it owns
 ``__main__``        ``python -m verl_ext.experiments run|sweep|figure|list`` (the bash scripts exec it)
 ==================  =====================================================================================
 
-Nothing here imports verl; ``algorithms`` reads :mod:`verl_ext.catalog` (torch) for the registered names.
+Nothing here imports verl or torch until a config is composed or a run started (``algorithms`` reads the
+registered names from :mod:`verl_ext.catalog`, which imports torch only when a loss is computed): every bad
+argument or variable is refused before that (tests/adversarial/test_launcher_variables.py).
 """

@@ -9,8 +9,9 @@ plus ``grpo``, verl's own estimator name. A clipped preset takes another clippin
 name                algorithm.adv_estimator     actor_rollout_ref.actor.policy_loss.loss_mode and settings
 ==================  ==========================  ===========================================================
 every loss name     rec                         that loss (``rec_reinforce``, ``rec_oneside_is``, ...,
-                                                ``opmd``, ``asymre``, ``red_weight``)
+                                                ``opmd``, ``asymre``, ``red_weight``, ``topr``)
 offpolicy_grpo      grpo                        offpolicy_grpo (pi_k recomputed, alpha as IS weights)
+m2po                grpo (std-normalised)       m2po (tau_M2 = 0.04): the paper's advantages are GRPO's
 red_drop            red_drop                    rec_reinforce (RED-Drop: the estimator drops, the loss is
                                                 plain REINFORCE)
 grpo                grpo (std-normalised)       rec_oneside_is: the REC paper's GRPO (section 4.1), whose
@@ -20,7 +21,7 @@ grpo                grpo (std-normalised)       rec_oneside_is: the REC paper's 
 Settings every preset states (so each run's config says them): the clipping range (default (0.2, 0.2)),
 ``norm_adv_by_std_in_grpo=true`` with the ``grpo`` estimator, REC-Ring's outer margins (0.6, 2.0),
 REC-GSPO's ``seq-mean-token-mean`` aggregation (its formula is a mean of token means, B.7), beta = 0.1 for
-OPMD and AsymRE, T = 1 for RED-Weight, and pi_old: the behaviour policy (``bypass_mode=true``) for every
+OPMD and AsymRE, T = 1 for RED-Weight, tau_M2 = 0.04 for M2PO, and pi_old: the behaviour policy (``bypass_mode=true``) for every
 loss but ``offpolicy_grpo``, which recomputes pi_k and takes alpha as IS weights.
 
 Aliases (documented, resolved to the name above before anything else, so run names use one spelling):
@@ -34,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from verl_ext.catalog import BETA, EPSILONS, ESTIMATORS, OUTER_MARGINS, POLICY_LOSSES, TEMPERATURE
+from verl_ext.catalog import BETA, EPSILONS, ESTIMATORS, M2_THRESHOLD, OUTER_MARGINS, POLICY_LOSSES, TEMPERATURE, loss_constant
 
 DEFAULT_EPSILONS = (0.2, 0.2)
 ENLARGED_EPSILONS = (0.6, 2.0)  # the paper's enlarged range, and REC-Ring's outer margins
@@ -44,7 +45,6 @@ REC_ESTIMATOR = next(name for name, spec in ESTIMATORS.items() if not spec.drops
 RED_DROP = next(name for name, spec in ESTIMATORS.items() if spec.drops_responses)
 PLAIN_REINFORCE = next(name for name, spec in POLICY_LOSSES.items() if not spec.keys and spec.old_log_prob == "unused")
 PAPER_GRPO_LOSS = next(name for name, spec in POLICY_LOSSES.items() if spec.paper_name == "REC-OneSide-IS")
-OFFPOLICY_GRPO = next(name for name, spec in POLICY_LOSSES.items() if spec.old_log_prob == "current_and_behaviour")
 
 # Other names users may write, and the preset they mean.
 ALIASES = {"reinforce": PLAIN_REINFORCE}
@@ -80,6 +80,8 @@ class AlgorithmPreset:
             out.append(f"{BETA[0]}=0.1")
         if set(TEMPERATURE) <= set(spec.keys):
             out.append(f"{TEMPERATURE[0]}=1.0")
+        if set(M2_THRESHOLD) <= set(spec.keys):
+            out.append(f"{M2_THRESHOLD[0]}={loss_constant('m2po', 'PAPER_THRESHOLD')}")
         if spec.old_log_prob == "current_and_behaviour":
             # r = pi/alpha needs pi_k (recomputed old_log_prob) and alpha (rollout log-probs as IS weights r')
             out += [
@@ -95,7 +97,7 @@ class AlgorithmPreset:
 
 def _presets() -> dict[str, AlgorithmPreset]:
     presets = {
-        name: AlgorithmPreset(name, GRPO if name == OFFPOLICY_GRPO else REC_ESTIMATOR, name) for name in POLICY_LOSSES
+        name: AlgorithmPreset(name, GRPO if spec.grpo_advantages else REC_ESTIMATOR, name) for name, spec in POLICY_LOSSES.items()
     }
     presets[RED_DROP] = AlgorithmPreset(RED_DROP, RED_DROP, PLAIN_REINFORCE)
     presets[GRPO] = AlgorithmPreset(GRPO, GRPO, PAPER_GRPO_LOSS)

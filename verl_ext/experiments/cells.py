@@ -11,8 +11,11 @@ later winning (:func:`verl_ext.experiments.overrides.merge_overrides`):
 3. the figure's own overrides, then the user's (command-line) overrides;
 4. in a smoke mode, the CPU or GPU smoke profile (:mod:`verl_ext.cpu.profile`, :mod:`verl_ext.gpu.profile`:
    tiny model and data, the CPU platform or one GPU) and the smoke caps (2 steps, no checkpoint, no resume),
-   after the user's so that a smoke run stays small whatever the script sets (the CPU smoke keeps the split: one
-   logical GPU each for the trainer and the engine, weights through verl-ext's ``gloo``);
+   after the user's so that a smoke run stays small whatever the script sets. The CPU smoke keeps the
+   topology the figure's or the user's overrides set (``trainer.nnodes``, ``trainer.n_gpus_per_node``; world
+   size 1 without them, not ``N_GPUS_PER_NODE``'s GPU default of 8): it is sized for it and repeats it; with
+   ``ENGINE_GPUS_PER_NODE`` it keeps the split too, with one logical GPU for the engine and weights through
+   verl-ext's ``gloo``;
 5. bookkeeping: the checkpoint folder and verl's file-logger path (in Ray's runtime environment, so every
    worker on every node writes the metrics where ``verl-ext plot`` reads them).
 
@@ -29,7 +32,7 @@ from typing import Optional, Sequence
 
 from verl_ext.experiments.algorithms import AlgorithmChoice, number_label
 from verl_ext.experiments.environment import RunEnvironment
-from verl_ext.experiments.overrides import hydra_list, merge_overrides
+from verl_ext.experiments.overrides import hydra_list, hydra_string, merge_overrides
 from verl_ext.experiments.profiles import Profile
 from verl_ext.experiments.run_names import check_name, run_name
 from verl_ext.experiments.settings import Setting
@@ -38,6 +41,7 @@ from verl_ext.metrics_file import file_logger_path
 from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME
 from verl_ext.recipe import config_dir as recipe_config_dir
 from verl_ext.staleness.config import engine_pool_overrides
+from verl_ext.run_description import RunDescription
 
 SMOKE_STEPS = 2
 SMOKE_CAPS = (f"trainer.total_training_steps={SMOKE_STEPS}", "trainer.save_freq=-1", "trainer.resume_mode=disable")
@@ -75,7 +79,7 @@ class Cell:
     metrics_file: Path
     checkpoints: Path
     smoke: Optional[str] = None
-    description: dict = field(default_factory=dict, compare=False)
+    description: Optional[RunDescription] = field(default=None, compare=False)  # <name>.run.json
 
     @property
     def title(self) -> str:
@@ -113,15 +117,18 @@ def engine_overrides(environment: RunEnvironment) -> list[str]:
     return engine_pool_overrides(environment.engine_nnodes, environment.engine_gpus_per_node, GPU_BACKEND)
 
 
-def smoke_overrides(environment: RunEnvironment) -> list[str]:
-    """The smoke profile of the environment's mode (empty outside a smoke mode), then the smoke caps."""
+def smoke_overrides(environment: RunEnvironment, user_overrides: Sequence[str] = ()) -> list[str]:
+    """The smoke profile of the environment's mode (empty outside a smoke mode), then the smoke caps. The CPU
+    profile takes its topology from ``user_overrides`` (the figure's, then the user's)."""
     if environment.smoke == "cpu":
         from verl_ext.cpu.profile import cpu_overrides
+        from verl_ext.cpu.topology import Topology
 
-        split = []
-        if environment.engine_on_own_pool:  # 1 trainer + 1 engine logical GPU, weights over gloo
-            split = [*engine_pool_overrides(1, 1, CPU_BACKEND), "+ray_kwargs.ray_init.num_gpus=2"]
-        return [*cpu_overrides(environment.tiny_assets), *split, *SMOKE_CAPS]
+        # the split on the CPU: one logical GPU for the engine, weights over gloo (the profile gives Ray the
+        # trainer's logical GPUs and the engine's)
+        split = engine_pool_overrides(1, 1, CPU_BACKEND) if environment.engine_on_own_pool else []
+        topology = Topology.from_overrides([*user_overrides, *split])
+        return [*cpu_overrides(environment.tiny_assets, topology=topology), *split, *SMOKE_CAPS]
     if environment.smoke == "gpu":
         from verl_ext.gpu.profile import gpu_smoke_overrides
 
@@ -136,13 +143,12 @@ def smoke_overrides(environment: RunEnvironment) -> list[str]:
 def build_cells(grid: Grid, environment: RunEnvironment) -> list[Cell]:
     """Every cell of ``grid`` (algorithms x settings x learning rates, in that order); ValueError when empty."""
     rates: Sequence[Optional[float]] = list(grid.learning_rates) or [None]
-    smoke = smoke_overrides(environment)
     check_name(grid.project, "project")
-    cells = []
-    for algorithm in grid.algorithms:
-        for setting in grid.settings:
-            for rate in rates:
-                cells.append(_cell(grid, environment, algorithm, setting, rate, smoke))
+    choices = [(algorithm, setting, rate) for algorithm in grid.algorithms for setting in grid.settings for rate in rates]
+    for algorithm, setting, rate in choices:  # a prefix long enough to make a run name too long fails here
+        check_name(_name(grid, algorithm, setting, rate), "EXPERIMENT_NAME" if grid.name or grid.name_prefix else "run name")
+    smoke = smoke_overrides(environment, grid.overrides)  # after every check: the CPU profile imports torch
+    cells = [_cell(grid, environment, algorithm, setting, rate, smoke) for algorithm, setting, rate in choices]
     if not cells:
         raise ValueError(f"{grid.project}: the grid is empty")
     names = [cell.name for cell in cells]
@@ -154,11 +160,21 @@ def build_cells(grid: Grid, environment: RunEnvironment) -> list[Cell]:
     return cells
 
 
+def _full_name(grid: Grid, algorithm: AlgorithmChoice, setting: Setting, rate: Optional[float]) -> str:
+    return run_name(algorithm, setting, learning_rate=rate, zero_variance_masking=grid.zero_variance_masking)
+
+
+def _name(grid: Grid, algorithm: AlgorithmChoice, setting: Setting, rate: Optional[float]) -> str:
+    """The run's name: EXPERIMENT_NAME for one run, ``<EXPERIMENT_NAME>-<run name>`` in a grid, else the run name."""
+    full = _full_name(grid, algorithm, setting, rate)
+    return grid.name or (f"{grid.name_prefix}-{full}" if grid.name_prefix else full)
+
+
 def _cell(grid: Grid, environment: RunEnvironment, algorithm: AlgorithmChoice, setting: Setting,
           rate: Optional[float], smoke: list[str]) -> Cell:
-    full = run_name(algorithm, setting, learning_rate=rate, zero_variance_masking=grid.zero_variance_masking)
+    full = _full_name(grid, algorithm, setting, rate)
     label = full[: -len(setting.label) - 1]
-    name = grid.name or (f"{grid.name_prefix}-{full}" if grid.name_prefix else full)
+    name = _name(grid, algorithm, setting, rate)
     outputs = environment.outputs
     metrics_file = file_logger_path(outputs / "metrics", grid.project, name)
     checkpoints = outputs / "checkpoints" / grid.project / name
@@ -172,8 +188,8 @@ def _cell(grid: Grid, environment: RunEnvironment, algorithm: AlgorithmChoice, s
         # equal leave each step's batch, no prompts are drawn to replace them (docs/staleness.md)
         [MASKING] if grid.zero_variance_masking else [],
         [
-            f"trainer.project_name={grid.project}",
-            f"trainer.experiment_name={name}",
+            f"trainer.project_name={hydra_string(grid.project)}",
+            f"trainer.experiment_name={hydra_string(name)}",
             f"trainer.logger={hydra_list(environment.logger)}",
             f"trainer.nnodes={environment.nnodes}",
             f"trainer.n_gpus_per_node={environment.n_gpus_per_node}",
@@ -181,16 +197,16 @@ def _cell(grid: Grid, environment: RunEnvironment, algorithm: AlgorithmChoice, s
         engine_overrides(environment),
         grid.overrides,
         smoke,
-        [f"trainer.default_local_dir={checkpoints}", f"{LOGGER_PATH_KEY}={metrics_file}"],
+        [f"trainer.default_local_dir={hydra_string(str(checkpoints))}", f"{LOGGER_PATH_KEY}={hydra_string(str(metrics_file))}"],
     )
-    description = {
-        "run": label,
-        "group": setting.label,
-        "profile": grid.profile.name,
-        "algorithm": algorithm.label,
-        "setting": setting.label,
-        "learning_rate": number_label(rate) if rate is not None else "",
-        "cpu_smoke": environment.smoke == "cpu",
-    }
+    description = RunDescription(
+        run=label,
+        group=setting.label,
+        profile=grid.profile.name,
+        algorithm=algorithm.label,
+        setting=setting.label,
+        learning_rate=number_label(rate) if rate is not None else "",
+        cpu_smoke=environment.smoke == "cpu",
+    )
     return Cell(grid.project, name, label, grid.profile, algorithm, setting, rate, tuple(overrides), metrics_file,
                 checkpoints, environment.smoke, description)

@@ -34,21 +34,43 @@ VERL_EXT_TINY_GPU_ASSETS the same, ``gpu`` size                      the GPU smo
 VERL_EXT_SKIP_GPU_CHECK  0                                           1: skip the NVIDIA GPU count (other accelerators)
 =======================  ==========================================  ==================================================
 
-``<root>`` is the checkout when verl-ext runs from one, else the current folder. Paths must not contain a
-space, ``,`` or ``=`` (Hydra overrides carry them). An empty variable counts as unset.
+``<root>`` is the checkout when verl-ext runs from one, else the current folder. An empty variable counts as
+unset. Everything here is checked without importing torch, verl or Ray (a bad value exits 2 in a fraction of
+a second, tests/adversarial/test_launcher_variables.py):
+
+- paths may hold any character, non-ASCII letters, spaces, quotes and brackets included
+  (:func:`verl_ext.experiments.overrides.hydra_string` writes them so that Hydra reads them back unchanged),
+  but not ``${`` (verl's config would interpolate it, escaped or not), a control character (a newline) or
+  bytes that are not UTF-8; the folders of data files (``DATA_DIR``, the tiny assets) not ``*``, ``?`` or ``[``
+  either (:data:`GLOB_CHARACTERS`: verl's dataset loader, HF datasets, takes a data file's path as a pattern);
+- ``OUTPUT_DIR``, ``DATA_DIR`` and the tiny-asset folders must be folders or not exist yet, never a file or
+  below one; in the modes that write (smoke, real) ``OUTPUT_DIR`` must be writable (one probe file, removed);
+  ``RAW_DATA_PATH`` must exist;
+- ``PROJECT_NAME`` and ``EXPERIMENT_NAME`` follow :func:`verl_ext.experiments.run_names.check_name` (no ``.``
+  or ``..``, nothing YAML or Hydra reads as null, a number or a boolean);
+- ``LOGGER`` names backends verl's ``Tracking`` has (:data:`TRACKING_BACKENDS`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
+import tempfile
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
+from verl_ext.experiments.overrides import INTERPOLATION
 from verl_ext.experiments.run_names import check_name
 
 FLAGS = ("VERL_EXT_DRY_RUN", "VERL_EXT_CPU_SMOKE", "VERL_EXT_GPU_SMOKE")
+# verl's Tracking backends (verl/utils/tracking.py, Tracking.supported_backend, and its deprecated "tracking"):
+# a copy, so that LOGGER is checked without importing verl; tests/adversarial/test_launcher_variables.py
+# compares it with verl's list, and the driver check (verl_ext.run_checks) reads verl's own
+TRACKING_BACKENDS = ("wandb", "mlflow", "swanlab", "vemlp_wandb", "tensorboard", "console", "clearml", "trackio",
+                     "file", "rl_insight", "tracking")
 
 
 class EnvironmentValueError(ValueError):
@@ -128,20 +150,97 @@ def _count(environ: Mapping[str, str], name: str, default: Optional[int]) -> Opt
     return int(value)
 
 
-def _path(environ: Mapping[str, str], name: str, default: Path) -> Path:
+def check_path_text(name: str, value: str) -> str:
+    """A path (or hub id) a variable gives: ``value``, or EnvironmentValueError naming ``name`` (see the module
+    docstring for what a path may not hold, and why)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise EnvironmentValueError(f"{name}={value!r} is not UTF-8 text: verl's config and metrics are") from None
+    control = next((char for char in value if unicodedata.category(char) == "Cc"), None)
+    if control is not None:
+        raise EnvironmentValueError(f"{name}={value!r} contains the control character {control!r} (a newline or tab "
+                                    "pasted with it?): remove it")
+    if INTERPOLATION in value:
+        raise EnvironmentValueError(f"{name}={value!r} contains '${{': verl's config (OmegaConf) would read it as an "
+                                    "interpolation, and no escape survives verl's resolving of the config: use a path "
+                                    "without '${'")
+    return value
+
+
+# what HF datasets (verl's RLHFDataset loads data.train_files/val_files with datasets.load_dataset) reads as a glob
+# pattern in a data file's path: "[v]" then matches no file, "*" or "?" other files too (fsspec's has_magic)
+GLOB_CHARACTERS = "*?["
+
+
+def _path(environ: Mapping[str, str], name: str, default: Path, holds_data_files: bool = False) -> Path:
     value = _get(environ, name)
-    path = Path(value).expanduser().absolute() if value is not None else default
-    if re.search(r"[\s,=]", str(path)):
-        raise EnvironmentValueError(f"{name}={str(path)!r} contains a space, ',' or '=': Hydra overrides cannot carry it")
+    if value is None:
+        path = default
+    else:
+        try:
+            path = Path(check_path_text(name, value)).expanduser().absolute()
+        except RuntimeError as error:  # "~user/..." of an unknown user
+            raise EnvironmentValueError(f"{name}={value!r}: {error}") from None
+    check_path_text(name, str(path))  # the default too: the checkout or home folder may hold '${'
+    glob = next((char for char in str(path) if char in GLOB_CHARACTERS), None) if holds_data_files else None
+    if glob is not None:
+        raise EnvironmentValueError(
+            f"{name}={str(path)!r} contains {glob!r}: verl loads its data files with HF datasets, which reads '*', '?' "
+            "and '[' in a path as a glob pattern (no file, or other files, would be read): use a folder without them")
+    problem = folder_problem(path)
+    if problem:
+        raise EnvironmentValueError(f"{name}={str(path)!r} cannot be a folder: {problem}")
     return path
+
+
+def folder_problem(path: Path) -> Optional[str]:
+    """Why ``path`` cannot be a folder verl-ext writes into (it is a file, is below one, is a broken link, cannot
+    be looked at); None when it is a folder or can be made one. Looks, writes nothing."""
+    current = path
+    while True:
+        try:
+            mode = current.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            if os.path.lexists(current) and current.is_symlink():
+                return f"{current} is a symbolic link to nothing"
+            if current.parent == current:
+                return None
+            current = current.parent
+            continue
+        except OSError as error:  # permission denied on the way, a link loop, a name too long
+            return f"{current}: {error.strerror or error}"
+        if stat.S_ISDIR(mode):
+            return None
+        what = "a file" if stat.S_ISREG(mode) else "not a folder (a device, FIFO or socket)"
+        return f"it is {what}" if current == path else f"it is below {current}, which is {what}"
+
+
+def unwritable_folder(path: Path) -> Optional[str]:
+    """Why nothing can be written in ``path`` (or, when it does not exist yet, in the deepest folder above it
+    that does, where it would be made); None when a probe file could be made and removed there."""
+    existing = path
+    while not existing.is_dir():
+        if existing.parent == existing:
+            return f"no folder above {path} exists"
+        existing = existing.parent
+    try:
+        handle, probe = tempfile.mkstemp(dir=existing, prefix=".verl-ext-write-check-")
+    except OSError as error:  # read-only file system, permission denied, no space left
+        return f"cannot write in {existing} ({error.strerror or error})"
+    os.close(handle)
+    os.unlink(probe)
+    return None
 
 
 def _logger(environ: Mapping[str, str]) -> tuple[str, ...]:
     value = _get(environ, "LOGGER") or "console,file"
     names = [name for name in re.split(r"[,\s]+", value) if name]
-    bad = [name for name in names if not re.fullmatch(r"[A-Za-z0-9_]+", name)]
-    if bad or not names:
-        raise EnvironmentValueError(f"LOGGER={value!r} must be logger names separated by commas, e.g. console,file,wandb")
+    unknown = [name for name in names if name not in TRACKING_BACKENDS]
+    if unknown or not names:
+        raise EnvironmentValueError(
+            f"LOGGER={value!r}: {', '.join(map(repr, unknown)) or 'no name'} is not a logger of verl's "
+            f"(trainer.logger); allowed, separated by commas: {', '.join(TRACKING_BACKENDS)}")
     # verl's "file" backend is always on: verl-ext plot reads its JSONL
     return tuple(dict.fromkeys(names + ["file"]))
 
@@ -166,19 +265,24 @@ def read_environment(environ: Optional[Mapping[str, str]] = None) -> RunEnvironm
                 raise EnvironmentValueError(str(error)) from None
         names[name] = value
     model_path = _get(environ, "MODEL_PATH")
-    if model_path is not None and re.search(r"[\s,=]", model_path):
-        raise EnvironmentValueError(f"MODEL_PATH={model_path!r} contains a space, ',' or '=': Hydra overrides cannot carry it")
+    if model_path is not None:
+        check_path_text("MODEL_PATH", model_path)
     raw = _get(environ, "RAW_DATA_PATH")
+    if raw is not None:
+        check_path_text("RAW_DATA_PATH", raw)
+        if not os.path.exists(os.path.expanduser(raw)):
+            raise EnvironmentValueError(f"RAW_DATA_PATH={raw!r} does not exist (the raw files data_prep reads; unset "
+                                        "it to download them)")
     engine_gpus_per_node = _count(environ, "ENGINE_GPUS_PER_NODE", None)
     if engine_gpus_per_node is None and _get(environ, "ENGINE_NNODES") is not None:
         raise EnvironmentValueError(
             f"ENGINE_NNODES={_get(environ, 'ENGINE_NNODES')!r} needs ENGINE_GPUS_PER_NODE (the GPUs per node of the "
             "engine's own pool); without it the engine shares the trainer's GPUs")
     return RunEnvironment(
-        data_dir=_path(environ, "DATA_DIR", root / "data"),
+        data_dir=_path(environ, "DATA_DIR", root / "data", holds_data_files=True),
         output_dir=_path(environ, "OUTPUT_DIR", root / "outputs"),
-        tiny_assets=_path(environ, "VERL_EXT_TINY_ASSETS", default_assets_dir("cpu")),
-        tiny_gpu_assets=_path(environ, "VERL_EXT_TINY_GPU_ASSETS", default_assets_dir("gpu")),
+        tiny_assets=_path(environ, "VERL_EXT_TINY_ASSETS", default_assets_dir("cpu"), holds_data_files=True),
+        tiny_gpu_assets=_path(environ, "VERL_EXT_TINY_GPU_ASSETS", default_assets_dir("gpu"), holds_data_files=True),
         model_path=model_path,
         raw_data_path=raw,
         n_gpus_per_node=_count(environ, "N_GPUS_PER_NODE", 8),

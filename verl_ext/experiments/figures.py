@@ -53,6 +53,10 @@ FIGURES: dict[str, Figure] = {
                "Revisiting GRPO (arXiv 2505.22257): off-policy GRPO with zero-variance masking, K = 16",
                "gsm8k-qwen2.5-1.5b", ("offpolicy_grpo",), ("on_policy", "sync_interval_10"),
                overrides=("actor_rollout_ref.rollout.n=16",), zero_variance_masking=True),
+        Figure("gsm8k-high-staleness", "run_scripts/gsm8k/high_staleness.sh",
+               "verl-ext's comparison (no paper figure): REC-OneSide-NoIS, TOPR (arXiv 2503.14286), M2PO (arXiv "
+               "2510.01161) and GRPO at high staleness on GSM8k",
+               "gsm8k-qwen2.5-1.5b", ("rec_oneside_nois", "topr", "m2po", "grpo"), ("sync_interval_64", "offline")),
         Figure("guru-figure5", "run_scripts/guru/figure5_red_weight.sh",
                "REC paper, Figure 5: RED-Weight against GRPO on Guru-Math, Qwen2.5-7B", "guru-qwen2.5-7b",
                ("red_weight", "grpo"), ("on_policy",)),

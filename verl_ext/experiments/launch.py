@@ -5,11 +5,14 @@ mode                what happens
 ==================  =========================================================================================
 dry run             ``VERL_EXT_DRY_RUN=1``: every cell's config composed and checked in this process
                     (:func:`verl_ext.preflight.report_runs`, YAML parsed once), each summarised; nothing starts
-CPU / GPU smoke     ``VERL_EXT_CPU_SMOKE=1`` / ``VERL_EXT_GPU_SMOKE=1``: the tiny assets built when missing, then
-                    each cell for real for 2 steps (one GPU is counted first for the GPU smoke)
-real                the GPUs counted (``N_GPUS_PER_NODE``), every cell checked quietly (a failure stops before
-                    any data work), then per cell: the dataset prepared when missing or incomplete (once),
-                    the run's description written, ``python -m verl.trainer.main_ppo`` as a child process
+CPU / GPU smoke     ``VERL_EXT_CPU_SMOKE=1`` / ``VERL_EXT_GPU_SMOKE=1``: every metrics and checkpoint folder
+                    checked writable, the tiny assets built when missing, then each cell for real for 2 steps
+                    (one GPU is counted first for the GPU smoke)
+real                every metrics and checkpoint folder checked writable, the GPUs counted
+                    (``N_GPUS_PER_NODE``), every cell checked quietly (a failure stops before any data work),
+                    then per cell: the dataset prepared when missing or incomplete (once; ``DATA_DIR`` checked
+                    writable first), the run's description written, ``python -m verl.trainer.main_ppo`` as a
+                    child process
 ==================  =========================================================================================
 
 A grid's runs go one after the other; a failed one stops the grid unless ``CONTINUE_ON_ERROR=1``. What needs
@@ -19,7 +22,6 @@ a GPU or starts a process is a :class:`Tools` field, so tests can replace exactl
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -28,8 +30,9 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from verl_ext.experiments.cells import Cell
-from verl_ext.experiments.environment import RunEnvironment
+from verl_ext.experiments.environment import RunEnvironment, folder_problem, unwritable_folder
 from verl_ext.experiments.profiles import Profile
+from verl_ext.run_description import description_path, write_run_description
 
 
 class LaunchStop(Exception):
@@ -116,6 +119,10 @@ def prepare_data(profile: Profile, environment: RunEnvironment, tools: Tools) ->
             complete = manifest.main([str(directory), *files, "--dataset", profile.dataset, f"--args={' '.join(flags)}"]) == 0
         if complete:
             return
+    problem = folder_problem(directory) or unwritable_folder(directory)
+    if problem:
+        raise LaunchStop(f"[verl-ext] error: DATA_DIR={str(environment.data_dir)!r}: {directory} must be prepared "
+                         f"(python -m data_prep.{profile.dataset}) but {problem}. Nothing was started.")
     note(f"preparing {profile.dataset} in {directory} (python -m data_prep.{profile.dataset})")
     raw = ["--local_dataset_path", environment.raw_data_path] if environment.raw_data_path else []
     argv = [sys.executable, "-m", f"data_prep.{profile.dataset}", "--local_save_dir", str(directory), *raw, *flags]
@@ -125,15 +132,32 @@ def prepare_data(profile: Profile, environment: RunEnvironment, tools: Tools) ->
         raise LaunchStop(f"[verl-ext] error: data_prep.{profile.dataset} wrote no {directory / profile.val_file}")
 
 
+def check_output_paths(cells: Sequence[Cell], environment: RunEnvironment) -> None:
+    """Every folder and file the cells write under ``OUTPUT_DIR`` can be written: the metrics folder and file,
+    the description, the checkpoint folder (LaunchStop naming OUTPUT_DIR and the path, before anything runs)."""
+    checked: set[Path] = set()
+    for cell in cells:
+        for path in (cell.metrics_file, description_path(cell.metrics_file, cell.name)):
+            if path.exists() and not path.is_file():
+                _output_stop(environment, f"{path} exists and is not a regular file")
+        for folder in (cell.metrics_file.parent, cell.checkpoints):
+            if folder in checked:
+                continue
+            checked.add(folder)
+            problem = folder_problem(folder) or unwritable_folder(folder)
+            if problem:
+                _output_stop(environment, f"{folder}: {problem}")
+
+
+def _output_stop(environment: RunEnvironment, problem: str) -> None:
+    raise LaunchStop(f"[verl-ext] error: OUTPUT_DIR={str(environment.output_dir)!r}: {problem}. Nothing was started.")
+
+
 def write_description(cell: Cell) -> None:
     """``<name>.run.json`` beside the metrics (read by ``verl-ext plot``); an earlier metrics file is kept as
     ``<name>.partN.jsonl`` (verl's file logger truncates its file; ``verl-ext plot`` joins the parts)."""
-    folder = cell.metrics_file.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    description = folder / f"{cell.name}.run.json"
-    staged = description.with_name(description.name + ".tmp")
-    staged.write_text(json.dumps(cell.description) + "\n", encoding="utf-8")
-    staged.replace(description)  # complete or absent
+    cell.metrics_file.parent.mkdir(parents=True, exist_ok=True)
+    write_run_description(description_path(cell.metrics_file, cell.name), cell.description)  # whole or absent
     if cell.metrics_file.is_file() and cell.metrics_file.stat().st_size > 0:
         part = 1
         while cell.metrics_file.with_name(f"{cell.name}.part{part}.jsonl").exists():
@@ -156,12 +180,35 @@ def smoke_environment(environment: RunEnvironment) -> dict[str, str]:
     return {}
 
 
+@contextlib.contextmanager
+def cpu_cluster_for(cell: Cell, environment: RunEnvironment):
+    """A CPU smoke cell with ``trainer.nnodes > 1`` runs in a local Ray cluster of that many nodes
+    (:mod:`verl_ext.cpu.local_cluster`); yields the variables that join it (none for any other cell)."""
+    from verl_ext.cpu.topology import Topology
+
+    topology = Topology.from_overrides(cell.overrides) if environment.smoke == "cpu" else Topology()
+    if topology.nnodes == 1:
+        yield {}
+        return
+    from verl_ext.cpu.local_cluster import LocalRayCluster
+    from verl_ext.cpu.profile import cpu_environment
+
+    note(f"starting a local Ray cluster of {topology.nnodes} nodes for {cell.name}")
+    with LocalRayCluster(topology.nnodes, topology.n_gpus_per_node, env=cpu_environment()) as cluster:
+        yield cluster.client_environment()
+
+
 def build_smoke_assets(environment: RunEnvironment) -> None:
     from verl_ext.tiny.assets import build_tiny_assets
 
     size, out = ("cpu", environment.tiny_assets) if environment.smoke == "cpu" else ("gpu", environment.tiny_gpu_assets)
     note(f"building the tiny {size.upper()} assets in {out} (skipped when up to date)")
-    build_tiny_assets(out, size=size)
+    try:
+        build_tiny_assets(out, size=size)
+    except OSError as error:  # a read-only folder, no space left
+        variable = "VERL_EXT_TINY_ASSETS" if size == "cpu" else "VERL_EXT_TINY_GPU_ASSETS"
+        raise LaunchStop(f"[verl-ext] error: {variable}={str(out)!r}: the tiny assets cannot be built there "
+                         f"({error.strerror or error}). Nothing was started.") from None
 
 
 def launch(cells: Sequence[Cell], environment: RunEnvironment, entry: str, tools: Optional[Tools] = None) -> int:
@@ -169,6 +216,7 @@ def launch(cells: Sequence[Cell], environment: RunEnvironment, entry: str, tools
     tools = tools or Tools()
     if environment.dry_run:
         return 0 if check_cells(cells, quiet=False) else 1
+    check_output_paths(cells, environment)
     if environment.smoke is None:
         require_gpus(gpus_needed_here(environment), environment, entry, tools)
         if not check_cells(cells, quiet=True):
@@ -188,7 +236,8 @@ def launch(cells: Sequence[Cell], environment: RunEnvironment, entry: str, tools
         note(f"run {cell.title}: metrics in {cell.metrics_file}")
         note(" ".join(argv))
         env = {**tools.environ, **smoke_environment(environment), "VERL_FILE_LOGGER_PATH": str(cell.metrics_file)}
-        status = tools.run_command(argv, env)
+        with cpu_cluster_for(cell, environment) as cluster_environment:
+            status = tools.run_command(argv, {**env, **cluster_environment})
         if status != 0:
             failed.append((cell.name, status))
             if not environment.continue_on_error:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from verl_ext.experiments.overrides import hydra_string
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -45,15 +47,15 @@ class Profile:
         data = Path(data_dir) / self.dataset
         offload = str(self.offload).lower()
         out = [
-            f"data.train_files={data / 'train.parquet'}",
-            f"data.val_files={data / self.val_file}",
+            f"data.train_files={hydra_string(str(data / 'train.parquet'))}",
+            f"data.val_files={hydra_string(str(data / self.val_file))}",
             f"data.train_batch_size={self.prompts_per_step}",
             f"data.max_prompt_length={self.prompt_length}",
             f"data.max_response_length={self.response_length}",
             "data.filter_overlong_prompts=true",
             "reward.custom_reward_function.path=pkg://verl_ext.rewards",
             "reward.custom_reward_function.name=compute_score",
-            f"actor_rollout_ref.model.path={model_path or self.model}",
+            f"actor_rollout_ref.model.path={hydra_string(model_path or self.model)}",
             "actor_rollout_ref.model.use_remove_padding=true",
             "actor_rollout_ref.model.enable_gradient_checkpointing=true",
             # one gradient step per batch (the papers' setting): the mini-batch is the whole batch, one epoch

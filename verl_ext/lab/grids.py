@@ -18,6 +18,7 @@ from verl_ext.lab.plan import PROMPTS_PER_STEP, LabRun, reject_repeated_names
 
 SYNC_INTERVAL_20 = parse_setting("sync_interval_20")
 SYNC_OFFSET_10 = parse_setting("sync_offset_10")
+SYNC_INTERVAL_64 = parse_setting("sync_interval_64")
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,17 @@ GRIDS: dict[str, Grid] = {
             _cells(["red_drop", "red_weight", "rec_oneside_nois@0.6_2", "grpo"], [SYNC_INTERVAL_20]),
             steps=50,
             seeds=1,
+        ),
+        Grid(
+            "stale_losses",
+            "the stale-data losses at high staleness (sync_interval_64: 64 updates on the initial policy's batches, "
+            "then one push): M2PO (arXiv 2510.01161) reports stable training on data 256 updates old, TOPR "
+            "(arXiv 2503.14286) stable off-policy training without a KL term, and REC-OneSide (arXiv 2509.24203) "
+            "stability under staleness where REINFORCE degrades. 72 steps: the last 10% (steps 65-72) are sampled "
+            "by the policy trained for 64 steps",
+            _cells(["rec_reinforce", "rec_oneside_nois", "topr", "m2po", "grpo"], [SYNC_INTERVAL_64]),
+            steps=72,
+            seeds=2,
         ),
     )
 }

@@ -13,8 +13,12 @@ Overrides of a lab run, in order (a key set later wins), on top of the CPU profi
 - the staleness setting (:mod:`verl_ext.experiments.settings`): ``trainer.v1.trainer_mode=delayed_sync`` with
   ``sync_interval``, ``sync_offset``, ``offline`` (``docs/staleness.md``); ``on_policy`` gives the same
   batches as verl's ``sync`` mode;
-- the learning rate and the seed (``data.seed``: the prompt order; ``actor_rollout_ref.rollout.seed``:
-  the sampling). The initial model is the same for every seed (:mod:`verl_ext.lab.warm_start`);
+- the learning rate and the seed, which sets every random choice of the run: ``data.seed`` (the prompt
+  order), ``actor_rollout_ref.rollout.seed`` (the per-request sampling seeds, :mod:`verl_ext.seeding`) and
+  ``actor_rollout_ref.actor.data_loader_seed`` (the actor's mini-batch shuffle and, through the recipe's
+  default, RED-Drop's ``algorithm.red_drop_seed``). On the CPU backend a run is then a function of its
+  seed: the same seed gives the same numbers (docs/cpu-backend.md, "What a seed fixes"). The initial model
+  is the same for every seed (:mod:`verl_ext.lab.warm_start`);
 - the KL to the initial policy, measured, not optimised: verl's KL loss against the reference model (the
   initial weights) with coefficient 0 (``actor/kl_loss``, low-variance estimator k3, token mean over the
   batch's responses). It costs one forward pass of the reference model per step;
@@ -27,10 +31,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from verl_ext.experiments.algorithms import AlgorithmChoice
+from verl_ext.experiments.overrides import override_key
 from verl_ext.experiments.profiles import KL_TO_INITIAL
 from verl_ext.experiments.run_names import run_name
 from verl_ext.experiments.settings import ON_POLICY, Setting
 
+BYPASS_MODE_KEY = "algorithm.rollout_correction.bypass_mode"
 DEFAULT_LEARNING_RATE = 1e-3
 DEFAULT_STEPS = 50
 PROMPTS_PER_STEP = 16
@@ -92,9 +98,18 @@ class LabRun:
             f"actor_rollout_ref.actor.optim.lr={self.learning_rate}",
             f"data.seed={self.seed}",
             f"actor_rollout_ref.rollout.seed={self.seed}",
+            f"actor_rollout_ref.actor.data_loader_seed={self.seed}",
             *KL_TO_INITIAL_OVERRIDES,
             *self.extra_overrides,
         )
+
+    @property
+    def pi_old_is_behaviour(self) -> bool:
+        """Whether the run's pi_old is the behaviour policy: the last ``bypass_mode`` of its overrides (the recipe's
+        default, true, when none sets it)."""
+        values = [item.split("=", 1)[1].strip().lower() for item in self.overrides()
+                  if override_key(item) == BYPASS_MODE_KEY]
+        return not values or values[-1] == "true"
 
     def cpu_run(self):
         from verl_ext.cpu.launch import CPURun

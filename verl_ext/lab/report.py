@@ -6,7 +6,8 @@ Record of a run (the ``--json`` list's objects; the first seven keys are the iss
 10% of steps), ``steps_to_target`` (null if never), then ``name`` (the run name), ``setting`` (its one name,
 ``sync_interval_20``; :mod:`verl_ext.experiments.settings`), ``learning_rate``, ``epsilon_low``,
 ``epsilon_high`` (null for an unclipped algorithm), ``steps`` (logged), ``peak_reward``,
-``kl_to_initial``, ``max_lag``, ``error`` (null unless the run failed). Definitions:
+``kl_to_initial``, ``max_lag``, ``max_kl_to_behaviour`` (null when pi_old is not the behaviour policy),
+``error`` (null unless the run failed). Definitions:
 :mod:`verl_ext.lab.summary`.
 """
 
@@ -41,6 +42,7 @@ def run_record(run: LabRun, summary: Optional[RunSummary], error: Optional[str])
         "peak_reward": _rounded(summary.peak_reward) if has else None,
         "kl_to_initial": _rounded(summary.kl_to_initial) if has else None,
         "max_lag": summary.max_lag if has else None,
+        "max_kl_to_behaviour": _rounded(summary.max_kl_to_behaviour) if has else None,
         "error": error if error else (None if has else "no training step logged"),
         "summary": summary if has else None,
     }
@@ -55,7 +57,8 @@ def json_records(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{key: value for key, value in record.items() if key != "summary"} for record in records]
 
 
-TABLE_COLUMNS = ("setting", "algorithm", "lr", "seeds", "final reward", "peak reward", "steps to target", "KL to initial")
+TABLE_COLUMNS = ("setting", "algorithm", "lr", "seeds", "final reward", "peak reward", "steps to target", "KL to initial",
+                 "max KL to behaviour")
 
 
 def table_rows(groups: Sequence[GroupSummary], target: float) -> list[list[str]]:
@@ -74,6 +77,7 @@ def table_rows(groups: Sequence[GroupSummary], target: float) -> list[list[str]]
                 group.peak_reward.format(2),
                 group.steps_to_target_text(),
                 group.kl_to_initial.format(3),
+                group.max_kl_to_behaviour.format(3),
             ]
         )
     return rows
@@ -95,7 +99,8 @@ def table_caption(target: float) -> str:
         "reward: fraction of the task's maximum (mean ± std over seeds); final = last 10% of steps; "
         f"peak = best 5-step mean; steps to target: first step whose 5-step mean >= {target:g} "
         "(mean over the seeds that reached it); KL to initial: verl's low_var_kl against the initial "
-        "weights, last 10% of steps"
+        "weights, last 10% of steps; max KL to behaviour: the largest actor/ppo_kl (mean log pi_behaviour - "
+        "log pi_current on the step's batch, before the update) of the run, when pi_old is the behaviour policy"
     )
 
 

@@ -157,7 +157,7 @@ def run_lab(
         logged = read_metrics_file(metrics) if metrics.is_file() else None
         steps = logged.steps if logged else []
         error = errors.get(run.name) or missing_steps_error(run, steps, metrics, logged.skipped_lines if logged else 0)
-        records.append(run_record(run, summarize_run(steps, target=target), error))
+        records.append(run_record(run, summarize_run(steps, target=target, pi_old_is_behaviour=run.pi_old_is_behaviour), error))
     return records
 
 

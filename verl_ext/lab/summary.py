@@ -15,9 +15,13 @@ Pure functions over verl's per-step metrics (``[{"step": 1, "critic/score/mean":
   low final reward);
 - ``kl_to_initial``: ``actor/kl_loss`` (the KL to the reference model = the initial weights, logged with
   coefficient 0, see :mod:`verl_ext.lab.plan`), mean over the same last 10% of steps; None if not logged.
+- ``max_kl_to_behaviour``: the largest ``actor/ppo_kl`` of the run: mean over the step's batch of
+  log pi_behaviour - log pi_current before the update (an estimate of KL(behaviour || current) on the
+  behaviour's samples), i.e. how far the trained policy got from the policy whose data it trains on. Only when
+  pi_old is the behaviour policy (``bypass_mode=true``, every preset but ``offpolicy_grpo``); None otherwise.
 
 Across seeds (:func:`aggregate`): mean and sample standard deviation (n - 1; None with one seed) of
-``final_reward``, ``peak_reward`` and ``kl_to_initial``; ``steps_to_target`` as the mean over the seeds
+``final_reward``, ``peak_reward``, ``kl_to_initial`` and ``max_kl_to_behaviour``; ``steps_to_target`` as the mean over the seeds
 that reached the target, with how many did.
 """
 
@@ -33,6 +37,7 @@ from verl_ext.plotting import running_average
 
 REWARD_METRIC = metric_names.SCORE_MEAN
 KL_METRIC = metric_names.KL_LOSS
+BEHAVIOUR_KL_METRIC = metric_names.PPO_KL
 LAG_METRIC = metric_names.LAG
 TASK_MAX_REWARD = 1.0  # verl_ext.tiny.task.count_reward is in [0, 1]
 DEFAULT_TARGET = 0.9
@@ -68,6 +73,8 @@ class RunSummary:
     peak_reward: Optional[float]
     kl_to_initial: Optional[float]
     max_lag: Optional[float]
+    kl_to_behaviour_curve: list[Optional[float]] = field(default_factory=list)
+    max_kl_to_behaviour: Optional[float] = None
 
 
 def summarize_run(
@@ -75,14 +82,17 @@ def summarize_run(
     target: float = DEFAULT_TARGET,
     max_reward: float = TASK_MAX_REWARD,
     window: int = SMOOTHING_WINDOW,
+    pi_old_is_behaviour: bool = True,
 ) -> RunSummary:
-    """Figures of one run from its logged steps; a run that logged no reward gets None everywhere."""
+    """Figures of one run from its logged steps; a run that logged no reward gets None everywhere.
+    ``pi_old_is_behaviour``: whether the run's ``actor/ppo_kl`` is against the behaviour policy (bypass_mode)."""
     if not max_reward > 0:
         raise ValueError(f"max_reward must be > 0, got {max_reward}")
     rows = trained_steps(steps)
     reward = [float(row[REWARD_METRIC]) / max_reward for row in rows]
     kl = [float(row[KL_METRIC]) if KL_METRIC in row else None for row in rows]
     lag = [float(row[LAG_METRIC]) if LAG_METRIC in row else None for row in rows]
+    to_behaviour = [float(row[BEHAVIOUR_KL_METRIC]) if pi_old_is_behaviour and BEHAVIOUR_KL_METRIC in row else None for row in rows]
     if not rows:
         return RunSummary([], [], [], [], None, None, None, None, None)
     first = min(window, len(rows)) - 1  # index of the first full window (or the last step of a short run)
@@ -91,6 +101,7 @@ def summarize_run(
     reached = next((row["step"] for row, value in zip(rows[first:], curve) if value >= target), None)
     final_kl = [value for value in kl[-tail:] if value is not None]
     lags = [value for value in lag if value is not None]
+    behaviour_kls = [value for value in to_behaviour if value is not None]
     return RunSummary(
         steps=[int(row["step"]) for row in rows],
         reward=reward,
@@ -101,6 +112,8 @@ def summarize_run(
         peak_reward=max(curve),
         kl_to_initial=statistics.fmean(final_kl) if final_kl else None,
         max_lag=max(lags) if lags else None,
+        kl_to_behaviour_curve=to_behaviour,
+        max_kl_to_behaviour=max(behaviour_kls) if behaviour_kls else None,
     )
 
 
@@ -142,6 +155,7 @@ class GroupSummary:
     steps_to_target: Spread  # over the seeds that reached the target
     reached: int  # how many seeds reached the target
     summaries: list[RunSummary] = field(default_factory=list)
+    max_kl_to_behaviour: Spread = field(default_factory=lambda: Spread(None, None, 0))
 
     def steps_to_target_text(self) -> str:
         seeds = len(self.seeds) - len(self.failed_seeds)
@@ -176,6 +190,7 @@ def aggregate(records: Sequence[dict[str, Any]]) -> list[GroupSummary]:
                 steps_to_target=Spread.of([float(value) for value in reached]),
                 reached=len(reached),
                 summaries=summaries,
+                max_kl_to_behaviour=Spread.of([summary.max_kl_to_behaviour for summary in summaries]),
             )
         )
     return out

@@ -9,7 +9,7 @@ background. Children are reused; they start in the background on the first check
 The bound, per call (``budget`` = ``math_timeout_s`` or ``VERL_EXT_MATH_TIMEOUT_S``, ``allowance`` =
 ``VERL_EXT_MATH_STARTUP_S``; see :mod:`verl_ext.rewards.math_settings`)::
 
-    deadline  = arrival + budget + allowance        the call returns by then, whatever the load
+    deadline  = arrival + budget + allowance        the call returns by then (see the limits below)
     run time  = min(budget, deadline - now)         when it gets a child
 
 Waiting (for a child to start, or in line behind other checks) is taken from the allowance first and
@@ -22,6 +22,24 @@ If children cannot be started (a start fails while no child is alive), the check
 :class:`ThreadChecker` for good and logs the reason once. Its threads are daemon threads: a check past
 its deadline is abandoned (counted in ``abandoned``), keeps its slot until it ends, and never keeps the
 process from exiting. Check counts (``counts``) say how often each of these happened.
+
+What the bound cannot cover, and why (issue 21 measured every case past the deadline):
+
+* Nothing a caller does after its deadline waits on anything but the lock: a killed child's exit (the
+  kernel frees its memory first: ~0.2 s per GB, up to the 4 GB cap) is awaited in the background, and
+  threads (reaping a child, starting a replacement) are started by :class:`ThreadStarter`, not by the
+  caller. Answers over ``MAX_ANSWER_CHARS`` never go to a child (50 MB of JSON through a pipe cost
+  0.6 s past the deadline). Only the first waiter in line wakes when a child frees up
+  (:class:`~verl_ext.rewards.fifo_turns.FifoTurns`).
+* What remains is the time the operating system takes to run the calling thread once its deadline has
+  come, and for that thread to get the GIL and the lock: no code can return before it runs. On the
+  2-core development machine, 24 threads checking at once ended a median 1 to 2 ms and at worst 0.06
+  to 0.3 s past their deadlines at load averages of 7 to 40 (other jobs ahead of them in the run queue).
+* In the thread fallback, the check runs in this process and holds the GIL whenever sympy is inside
+  one long C call, e.g. big-integer arithmetic: ``(9^{200})^{10000}`` (it passes the guard) holds it for
+  1.2 s on an idle core, 3.5 s at load 33 (measured, 0.6 s bound), and the waiting caller cannot return
+  until it is released. A Python thread cannot be interrupted inside a C call, and no guard rule is
+  complete; this is why child processes are the default and threads only a fallback.
 """
 
 from __future__ import annotations
@@ -31,6 +49,7 @@ import collections
 import json
 import logging
 import os
+import queue
 import select
 import subprocess
 import sys
@@ -65,6 +84,45 @@ FAILED = CheckOutcome(False, failed=True)
 
 class _WorkerDied(Exception):
     pass
+
+
+class ThreadStarter:
+    """Starts daemon threads for callers that must not wait for a thread to start.
+
+    ``Thread.start()`` returns only once the new thread runs, which on a loaded machine takes milliseconds;
+    a caller past its deadline (it has just killed a child, whose exit must be awaited and whose
+    replacement must be started) must not spend them. :meth:`start_soon` only queues the request; one
+    long-lived daemon thread starts the threads. It is started on first use, and again in a forked child
+    (which inherits no threads).
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._queue: queue.SimpleQueue | None = None
+
+    def start_soon(self, target, name: str, on_failure=None) -> None:
+        """Start ``target`` in a daemon thread soon; ``on_failure(error)`` runs (in the starter's thread)
+        if it cannot be started. Raises ``RuntimeError`` if the starter thread itself cannot start."""
+        with self._lock:
+            if self._pid != os.getpid():
+                requests: queue.SimpleQueue = queue.SimpleQueue()
+                threading.Thread(target=self._serve, args=(requests,), name="math-equivalence-starter", daemon=True).start()
+                self._pid, self._queue = os.getpid(), requests
+            self._queue.put((target, name, on_failure))
+
+    @staticmethod
+    def _serve(requests: queue.SimpleQueue) -> None:
+        while True:
+            target, name, on_failure = requests.get()
+            try:
+                threading.Thread(target=target, name=name, daemon=True).start()
+            except RuntimeError as error:  # cannot start a new thread
+                if on_failure is not None:
+                    on_failure(error)
+
+
+_threads = ThreadStarter()
 
 
 def environment_snapshot(attempts: int = 100) -> dict[str, str]:
@@ -110,14 +168,17 @@ class _ChildProcess:
         if line != b"ready":
             raise _WorkerDied(f"the equivalence worker said {line[:200]!r} instead of 'ready'")
 
-    def ask(self, gold: str, predicted: str, timeout_s: float) -> bool:
+    def ask(self, gold: str, predicted: str, deadline: float) -> bool:
+        """The child's verdict, or ``TimeoutError`` at ``deadline`` (``time.monotonic()`` seconds). The request
+        is at most a few kB (answers over ``MAX_ANSWER_CHARS`` never come here), well inside a pipe's
+        buffer, so writing it never waits for the child."""
         request = json.dumps({"gold": gold, "predicted": predicted}).encode() + b"\n"
         try:
             self.process.stdin.write(request)
             self.process.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             raise _WorkerDied("the equivalence worker is gone") from None
-        line = self._read_line(time.monotonic() + timeout_s)
+        line = self._read_line(deadline)
         try:
             return json.loads(line)["equivalent"] is True
         except (ValueError, KeyError, TypeError):
@@ -138,10 +199,13 @@ class _ChildProcess:
         line, _, self._pending = self._pending.partition(b"\n")
         return line.strip()
 
-    def kill(self) -> None:
+    def kill(self, wait: bool = False) -> None:
+        """SIGKILL the child and close its pipes. Its exit is waited for in a background thread unless
+        ``wait``: the kernel frees a killed process's memory before the exit completes, which takes
+        ~0.2 s per GB (0.56 s for a child holding 3 GB, measured), and a caller past its deadline must
+        not spend that."""
         try:
             self.process.kill()
-            self.process.wait(timeout=10)
         except Exception:
             pass
         for stream in (self.process.stdin, self.process.stdout):
@@ -149,6 +213,19 @@ class _ChildProcess:
                 stream.close()
             except Exception:
                 pass
+        if wait:
+            self._reap()
+        else:
+            try:
+                _threads.start_soon(self._reap, "math-equivalence-reap")
+            except RuntimeError:  # no thread to spare: subprocess reaps it when the next child starts
+                pass
+
+    def _reap(self) -> None:
+        try:
+            self.process.wait(timeout=60)
+        except Exception:
+            pass
 
 
 class ThreadChecker:
@@ -200,7 +277,7 @@ class ThreadChecker:
             finally:
                 with self._condition:
                     self._running -= 1
-                    self._condition.notify_all()
+                    self._turns.notify()
                 done.set()
 
         try:
@@ -209,7 +286,7 @@ class ThreadChecker:
             with self._condition:
                 self._running -= 1
                 self.counts["failed"] += 1
-                self._condition.notify_all()
+                self._turns.notify()
             return FAILED
         finished = done.wait(max(0.0, min(timeout_s, deadline - time.monotonic())))
         with self._condition:
@@ -257,7 +334,9 @@ class ProcessChecker:
         if self._owner_pid != os.getpid():  # forked: the parent's children and locks are not ours
             self._reset()
         with self._condition:
-            self._start_missing_children()
+            starts = self._claim_missing_children()
+        self._launch(starts)
+        with self._condition:
             ready = lambda: bool(self._idle) or self._fallback is not None or self._closed  # noqa: E731
             if not self._turns.wait(ready, deadline):
                 self.counts["timed out in line"] += 1
@@ -271,7 +350,7 @@ class ProcessChecker:
         if fallback is not None:
             return fallback.check(gold, predicted, timeout_s, arrived)
         try:
-            equivalent = child.ask(gold, predicted, max(0.0, min(timeout_s, deadline - time.monotonic())))
+            equivalent = child.ask(gold, predicted, min(time.monotonic() + timeout_s, deadline))
         except BaseException as error:
             outcome = "killed at the deadline" if isinstance(error, TimeoutError) else "failed"
             self._retire(child, outcome)
@@ -288,23 +367,26 @@ class ProcessChecker:
             else:
                 self._idle.append(child)
                 child = None
-            self._condition.notify_all()
+            self._turns.notify()
         if child is not None:
             child.kill()
         return CheckOutcome(equivalent)
 
     def _retire(self, child: _ChildProcess, outcome: str) -> None:
-        """Kill a child that overran or broke, count why, and start its replacement in the background."""
+        """Kill a child that overran or broke (its exit is awaited in the background), count why, and
+        start its replacement in the background."""
         child.kill()
         with self._condition:
             self.counts[outcome] += 1
             self._busy -= 1
             self._children.discard(child)
-            self._start_missing_children()
-            self._condition.notify_all()
+            starts = self._claim_missing_children()
+            self._turns.notify()
+        self._launch(starts)
 
-    def _start_missing_children(self) -> None:
-        """With the condition held: start children in the background until ``max_workers`` are alive.
+    def _claim_missing_children(self) -> int:
+        """With the condition held: how many children to start (counted as starting now) so that
+        ``max_workers`` are alive; the caller starts them with :meth:`_launch` once the lock is released.
 
         While none is up, one starts at a time: on a busy machine two children importing sympy at once
         take twice as long each, and the first one ready serves the line while the others start. After a
@@ -313,10 +395,26 @@ class ProcessChecker:
         up = len(self._idle) + self._busy
         alive = up + self._starting
         if self._closed or self._fallback is not None or (alive and time.monotonic() < self._retry_starts_at):
-            return
-        for _ in range((self.max_workers if up else 1) - alive):
-            self._starting += 1
-            threading.Thread(target=self._start_child, name="math-equivalence-start", daemon=True).start()
+            return 0
+        count = max(0, (self.max_workers if up else 1) - alive)
+        self._starting += count
+        return count
+
+    def _launch(self, count: int) -> None:
+        """Start ``count`` claimed children, each from a background thread (:class:`ThreadStarter`: the
+        caller does not wait for the threads to start)."""
+        for _ in range(count):
+            try:
+                _threads.start_soon(self._start_child, "math-equivalence-start", on_failure=self._thread_failed)
+            except RuntimeError as error:
+                self._thread_failed(error)
+
+    def _thread_failed(self, error: BaseException) -> None:
+        """A claimed start whose thread could not be started: a failed start."""
+        with self._condition:
+            self._starting -= 1
+            self._start_failed(error)
+            self._turns.notify()
 
     def _start_child(self) -> None:
         child, failure = None, None
@@ -332,18 +430,20 @@ class ProcessChecker:
             failure = error
         if failure is not None and child is not None:
             child.kill()
+        starts = 0
         with self._condition:
             self._starting -= 1
             if failure is None and not self._closed:
                 self._idle.append(child)
                 child = None
-                self._start_missing_children()
+                starts = self._claim_missing_children()
             elif failure is not None:
                 self._children.discard(child)
                 self._start_failed(failure)
-            self._condition.notify_all()
+            self._turns.notify()
         if child is not None and failure is None:  # closed while it started
             child.kill()
+        self._launch(starts)
 
     def _start_failed(self, failure: BaseException) -> None:
         """With the condition held: retry later while other children run; with none alive, use threads."""
@@ -365,9 +465,9 @@ class ProcessChecker:
             self._closed = True
             children, self._idle = list(self._children), []
             self._children.clear()
-            self._condition.notify_all()
+            self._turns.notify()
         for child in children:
-            child.kill()
+            child.kill(wait=True)
 
 
 _checker: ProcessChecker | ThreadChecker | None = None
@@ -432,12 +532,16 @@ def get_checker() -> ProcessChecker | ThreadChecker:
 
 
 def check_equivalent(gold: str, predicted: str, timeout_s: float | None = None) -> CheckOutcome:
-    """Layer 1 in this thread, then the full check under the deadline described in the module docstring."""
-    from verl_ext.rewards.math_equivalence import normalized_equal
+    """Layer 1 in this thread, then the full check under the deadline described in the module docstring.
+    An answer over ``MAX_ANSWER_CHARS`` is decided by layer 1 alone (the guard refuses it for sympy
+    anyway): sending megabytes to a child would cost time beyond the deadline."""
+    from verl_ext.rewards.math_equivalence import MAX_ANSWER_CHARS, normalized_equal
 
     arrived = time.monotonic()
     if normalized_equal(gold, predicted):
         return CheckOutcome(True)
+    if len(gold) > MAX_ANSWER_CHARS or len(predicted) > MAX_ANSWER_CHARS:
+        return CheckOutcome(False)
     budget = default_timeout_s() if timeout_s is None else math_settings.seconds("math_timeout_s", timeout_s)
     return get_checker().check(gold, predicted, budget, arrived)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from verl_ext.rewards.boxed_answer import BOX_COMMANDS, last_boxed_content
 from verl_ext.rewards.equivalence_pool import check_equivalent
-from verl_ext.rewards.math_equivalence import MAX_ANSWER_CHARS, normalized_equal
 from verl_ext.rewards.reward_result import as_text, reward_result
 
 THINK_END = "</think>"
@@ -51,10 +50,6 @@ def compute_score(solution_str, ground_truth, *, strip_thinking: bool = False, t
     truth = ground_truth_answer(ground_truth)
     if not truth:
         return reward_result(0.0, correct=False, answer_found=True, format_ok=format_ok, scorer_error=True)
-    if normalized_equal(truth, answer):
-        return reward_result(1.0, correct=True, answer_found=True, format_ok=format_ok)
-    if len(answer) > MAX_ANSWER_CHARS:
-        return reward_result(0.0, correct=False, answer_found=True, format_ok=format_ok)
     outcome = check_equivalent(truth, answer, timeout_s)
     return reward_result(
         float(outcome.equivalent),

@@ -9,8 +9,19 @@ Three layers, cheapest first:
    comparison of plain numbers (``0.25 == \\frac{1}{4}``) and element-wise comparison of tuples and
    intervals (brackets must match).
 2. ``math-verify`` (``verify(parse(gold), parse(pred))``, gold first) on the raw answers, then on the
-   normalised ones: symbolic equality with sympy, sets, intervals, equations, units.
+   normalised ones: symbolic equality with sympy, sets, intervals, equations, units; *exactly*
+   (:func:`math_verify_equal`): every decimal is first made the rational it writes (``0.333`` ->
+   ``333/1000``), so math-verify's rounding of decimals to 6 places never applies, and its numeric
+   fallback compares to more digits than any number written in either answer holds.
 3. Nothing else: unequal.
+
+Grading is exact. A terminating decimal equals the exact value it writes (``0.5 == \\frac{1}{2} ==
+\\frac{\\sqrt{4}}{4}``, ``0.125 == \\frac18``, ``[0.5, 1.5) == [\\frac12, \\frac32)``); a decimal
+approximation of an irrational or repeating value is another number, however many digits it has
+(``0.333``, ``0.3333333`` != ``\\frac13``; ``1.414``, ``1.41421356`` != ``\\sqrt2``; ``3.14159265358979323846``
+!= ``\\pi``; ``\\sqrt{3.14159265358979323846}`` != ``\\sqrt\\pi``). math-verify's defaults (round
+decimals to 6 places; compare other numeric values to 15 digits) accepted the 6-digit ones, and
+approximations of 15 or more digits inside an expression.
 
 Layer 2 can run for a very long time on some inputs (``2^{2^{2^{100}}}``, ``(x+y+z)^{300}``, ``10^8!``),
 so :func:`safe_for_symbolic` refuses inputs with exponent towers, large exponents (of numbers or, with a
@@ -32,6 +43,8 @@ MAX_INTEGER_DIGITS = 200
 MAX_EXPONENT = 10_000
 MAX_EXPONENT_WITH_VARIABLES = 20
 MAX_FACTORIAL = 1_000
+NUMERIC_GUARD_DIGITS = 15  # the numeric fallback compares this many digits beyond the longest number written
+MAX_NUMERIC_DIGITS = 1_000
 
 # ---------------------------------------------------------------------------------------------- layer 1
 
@@ -173,8 +186,46 @@ def safe_for_symbolic(text: str) -> bool:
 # ---------------------------------------------------------------------------------------------- layer 2
 
 
+def exact_decimals(parsed):
+    """A parsed answer (sympy expression, matrix, or math-verify's string) with every decimal replaced by
+    the rational it writes: ``Float('0.333')`` -> ``333/1000`` (sympy keeps a decimal's written digits,
+    so ``str`` gives them back; ``Rational`` of that text is exact)."""
+    from sympy import Basic, Float, Rational
+    from sympy.matrices import MatrixBase
+
+    if isinstance(parsed, MatrixBase):
+        return parsed.applyfunc(exact_decimals)
+    if not isinstance(parsed, Basic):
+        return parsed
+    decimals = parsed.atoms(Float)
+    return parsed.xreplace({value: Rational(str(value)) for value in decimals}) if decimals else parsed
+
+
+def written_digits(parsed) -> int:
+    """Digits of the longest rational in a parsed answer, numerator and denominator together (0 if none)."""
+    from sympy import Basic, Rational
+    from sympy.matrices import MatrixBase
+
+    if isinstance(parsed, MatrixBase):
+        return max((written_digits(item) for item in parsed), default=0)
+    if not isinstance(parsed, Basic):
+        return 0
+    return max((_digits(value.p) + _digits(value.q) for value in parsed.atoms(Rational)), default=0)
+
+
+def _digits(integer: int) -> int:
+    """Decimal digits of an integer, to within one, without ``str`` (which refuses over 4,300 digits)."""
+    return int(abs(integer).bit_length() * 0.30103) + 1
+
+
 def math_verify_equal(gold: str, predicted: str) -> bool:
-    """math-verify's verdict on two boxed answers, with its signal-based timeouts off."""
+    """math-verify's verdict on two boxed answers, exact (module docstring), with its signal-based
+    timeouts off. The numeric fallback's precision::
+
+        digits = min(MAX_NUMERIC_DIGITS, NUMERIC_GUARD_DIGITS + longest rational written in either answer)
+
+    so an approximation written with d digits differs from the exact value within the digits compared.
+    """
     from math_verify import parse, verify
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # it warns that timeouts are off, every call
@@ -182,7 +233,13 @@ def math_verify_equal(gold: str, predicted: str) -> bool:
     parsed_predicted = parse(f"\\boxed{{{predicted}}}", parsing_timeout=None, raise_on_error=False)
     if not parsed_gold or not parsed_predicted:
         return False
-    return bool(verify(parsed_gold, parsed_predicted, timeout_seconds=None, raise_on_error=False))
+    exact_gold = [exact_decimals(item) for item in parsed_gold]
+    exact_predicted = [exact_decimals(item) for item in parsed_predicted]
+    longest = max(written_digits(item) for item in (*exact_gold, *exact_predicted))
+    digits = min(MAX_NUMERIC_DIGITS, NUMERIC_GUARD_DIGITS + longest)
+    return bool(
+        verify(exact_gold, exact_predicted, numeric_precision=digits, timeout_seconds=None, raise_on_error=False)
+    )
 
 
 def are_equivalent(gold: str, predicted: str) -> bool:

@@ -9,6 +9,14 @@ JSON string, and a code fence around the JSON is ignored.
 Calls are compared as a multiset of (name, arguments): call order and key order do not matter; values
 compare by JSON type and value, numbers as numbers (``3 == 3.0``, ``"3" != 3``, ``true != 1``).
 
+Numbers compare by their exact decimal value as written, never through a binary float::
+
+    value(text) = Decimal(text)        3 == 3.0 == 3e0 == 0.3e1,  0.1 != 0.10000000000000001,  1e999 != 2e999
+
+(read as floats, ``1e999`` and ``2e999`` would both overflow to ``inf`` and compare equal, and numbers
+past 17 significant digits would round together). ``NaN``, ``Infinity`` and ``-Infinity``, which
+``json`` accepts but JSON does not have, make a block (or a ground truth) unreadable.
+
 Modes (keyword arguments of :func:`compute_score`, which verl fills from
 ``reward.custom_reward_function.reward_kwargs``; a sample's ``extra_info`` may override them with the same
 keys ``toolace_mode`` and ``toolace_strict_format``):
@@ -33,6 +41,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from decimal import Decimal
 from typing import Any
 
 from verl_ext.rewards.reward_result import as_text, reward_result
@@ -65,11 +74,17 @@ def last_call_block(text: str) -> str | None:
 _NOT_JSON = object()
 
 
+def _not_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _loads(text: str) -> Any:
-    """``json.loads``, or a ``_NOT_JSON`` marker for invalid, too deep or too large (4,300+ digit) JSON."""
+    """``json.loads`` with every number an exact ``Decimal``, or a ``_NOT_JSON`` marker for invalid JSON
+    (``NaN``/``Infinity`` included), JSON nested too deeply, or a number ``Decimal`` cannot hold (an
+    exponent beyond 10^18)."""
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
+        value = json.loads(text, parse_float=Decimal, parse_int=Decimal, parse_constant=_not_json_constant)
+    except (ValueError, ArithmeticError, RecursionError):  # decimal.InvalidOperation is an ArithmeticError
         return _NOT_JSON
     return value if nesting_depth(value) <= MAX_DEPTH else _NOT_JSON
 
@@ -109,18 +124,32 @@ def parse_calls(text: str) -> list[tuple[str, dict[str, Any]]] | None:
     return calls
 
 
+def exact_number(value: Decimal) -> tuple:
+    """``(sign, digits, exponent)`` with no trailing zero digit: one form per exact value, computed from
+    the digits alone (no arithmetic, so ``1E+999999999999999999`` costs nothing); zero is ``(0, "0", 0)``."""
+    sign, digits, exponent = value.as_tuple()
+    text = "".join(map(str, digits)).lstrip("0")
+    if not text:
+        return (0, "0", 0)
+    stripped = text.rstrip("0")
+    return (sign, stripped, exponent + len(text) - len(stripped))
+
+
 def canonical(value: Any) -> tuple:
-    """A hashable form in which equal JSON values are equal: numbers by value, objects by sorted keys."""
+    """A hashable form in which equal JSON values are equal: numbers by exact value (see the module
+    docstring), objects by sorted keys."""
     if value is None:
         return ("null",)
     if isinstance(value, bool):
         return ("bool", value)
+    if isinstance(value, Decimal) and value.is_finite():
+        return ("number", exact_number(value))
     if isinstance(value, int):
-        return ("number", value)
-    if isinstance(value, float):
-        if math.isfinite(value) and value.is_integer():
-            return ("number", int(value))
-        return ("number", value)
+        return ("number", exact_number(Decimal(value)))
+    if isinstance(value, float) and math.isfinite(value):
+        return ("number", exact_number(Decimal(repr(value))))  # the float as Python writes it: 0.1 -> 0.1
+    if isinstance(value, (float, Decimal)):  # nan, inf: equal to nothing, not even themselves
+        return ("not a number", object())
     if isinstance(value, str):
         return ("string", value)
     if isinstance(value, list):

@@ -366,8 +366,9 @@ def _check_zero_variance_masking(config: DictConfig) -> None:
 def check_staleness_keys(config: DictConfig) -> None:
     """The ``trainer.v1.delayed_sync`` checks for any trainer mode, run in the driver before Ray starts
     (:mod:`verl_ext.run_checks`): the block's values always (a typo or a NaN is an error in every mode), the
-    whole mode's requirements with ``trainer_mode=delayed_sync``, and masking is refused outside it (it
-    would silently do nothing)."""
+    whole mode's requirements with ``trainer_mode=delayed_sync``, and outside it every key of the block set to
+    another value than its default is refused, naming the key: the run would silently ignore it (the
+    ``sync_interval=20`` of a run that is on-policy)."""
     use_v1 = OmegaConf.select(config, "trainer.use_v1", default=True)
     mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default=None)
     if use_v1 and mode == TRAINER_MODE:
@@ -377,11 +378,19 @@ def check_staleness_keys(config: DictConfig) -> None:
         delayed_sync_config_from(config)
         return
     block = read_delayed_sync_block(OmegaConf.select(config, CONFIG_KEY, default=None))
-    if block.zero_variance_masking:
-        _reject(
-            f"{CONFIG_KEY}.zero_variance_masking",
-            True,
-            f"false outside trainer.v1.trainer_mode={TRAINER_MODE}",
-            f"It does nothing with trainer.use_v1={use_v1}, trainer.v1.trainer_mode={mode}: use {TRAINER_MODE}, or "
-            "verl's own algorithm.filter_groups.enable=true (which draws new prompts to refill).",
-        )
+    defaults = DelayedSyncConfig()
+    where = f"trainer.v1.trainer_mode={mode}" if use_v1 else f"trainer.use_v1={use_v1}"
+    switch = f"trainer.v1.trainer_mode={TRAINER_MODE}" + ("" if use_v1 else " and trainer.use_v1=true")
+    for field in fields(DelayedSyncConfig):
+        value, default = getattr(block, field.name), getattr(defaults, field.name)
+        if value != default:
+            _reject(
+                f"{CONFIG_KEY}.{field.name}",
+                value,
+                f"{str(default).lower() if isinstance(default, bool) else default} outside "
+                f"trainer.v1.trainer_mode={TRAINER_MODE} (its default)",
+                f"With {where} the run ignores the {CONFIG_KEY} keys: set {switch} to use it, "
+                "or drop the key."
+                + (" verl's own group filter, which draws new prompts to refill: algorithm.filter_groups.enable=true."
+                   if field.name == "zero_variance_masking" else ""),
+            )

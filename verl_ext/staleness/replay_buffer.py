@@ -13,7 +13,9 @@ l, in two phases:
    leaves none, the trainer skips the step's update and takes the removed groups as the step's batch
    instead, so that verl's end-of-step clearing removes them like any consumed batch.
 
-Validation is unchanged (verl's own sampling).
+Both hand out the step's responses in :mod:`verl_ext.batch_order`'s canonical order (prompt groups as
+submitted, then session, then output index), not in the order they finished: the same batch gives the
+same update in every run. Validation is unchanged (verl's own sampling).
 """
 
 import time
@@ -23,6 +25,7 @@ import transfer_queue as tq
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
+from verl_ext.batch_order import order_batch
 from verl_ext.staleness.pending_batches import STEP_TAG, prompt_uid
 from verl_ext.staleness.zero_variance import zero_variance_groups
 
@@ -79,7 +82,7 @@ class ScheduledReplayBuffer(ReplayBuffer):
         if self.zero_variance_masking:
             finished = uids & self.finished_keys[TRAIN_PARTITION]
             removed = zero_variance_groups(self._group_rewards([k for k in trajectory_keys if prompt_uid(k) in finished]))
-        ordered = sorted(uids)
+        ordered = [uid for uid in self._prompt_tags if uid in uids]  # as submitted (listing order)
         kept = [uid for uid in ordered if uid not in removed]
         self.prepared = PreparedStep(
             step=step,
@@ -110,6 +113,12 @@ class ScheduledReplayBuffer(ReplayBuffer):
                 "(every session failed)"
             )
         return self._materialize_batch(TRAIN_PARTITION, uids, partition_snapshot), {}
+
+    def _materialize_batch(
+        self, partition_id: str, selected_prompt_uids: list[str], partition_snapshot: dict[str, dict]
+    ) -> KVBatchMeta:
+        batch = super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)
+        return order_batch(batch, list(self.prompt_global_steps[partition_id]))
 
     def _wait_for_step(self, step: int, batch_size: int) -> set[str]:
         """The uids of the step's prompt groups, once exactly ``batch_size`` of them exist, all terminal."""

@@ -16,7 +16,9 @@ Call order inside verl's ``PPOTrainer.fit`` (one training step l = global_steps 
 - ``step``: the replay buffer hands out the batch tagged for step l, less its zero-variance groups with
   ``zero_variance_masking`` (no update at all when every group is removed); pi_old is the behaviour
   log-prob (``algorithm.rollout_correction.bypass_mode``); the staleness metrics are measured on the batch.
-- checkpoint save (verl saves the TransferQueue, hence the pending batches, for every mode but ``sync``).
+- checkpoint save (verl saves the TransferQueue, hence the pending batches, for every mode but ``sync``);
+  the trainer's own counts go to ``delayed_sync_state.json`` first (:mod:`verl_ext.staleness.checkpoint_state`),
+  and a resume checks them before verl loads anything.
 - ``on_step_end``: at a sync point push version l + 1 and generate its batches.
 - ``on_validate_begin``/``on_validate_end``: validation evaluates the current weights (one extra push when
   the engine does not hold them; it never changes which weights generate training batches).
@@ -35,7 +37,6 @@ the waits are the same code. Without ``overlap`` the trainer waits for each inte
 the push (each side idles while the other works); with ``overlap`` generation runs while the trainer trains.
 """
 
-import json
 import logging
 import os
 
@@ -44,10 +45,13 @@ import torch
 import transfer_queue as tq
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer, register_trainer
+from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+from verl.utils import tensordict_utils as tu
 from verl.utils.debug import marked_timer
 from verl.workers.utils.padding import response_from_nested
 
 from verl_ext import metric_names, step_metrics
+from verl_ext.staleness.checkpoint_state import STATE_FILE, DelayedSyncState, read_state, write_state
 from verl_ext.staleness.config import TRAINER_MODE, delayed_sync_config_from, engine_gpus, engine_on_own_pool
 from verl_ext.staleness.generation_tracker import GenerationTracker, GenerationWatcher, WindowTiming
 from verl_ext.staleness.mismatch import mean_behaviour_minus_current_log_prob
@@ -62,11 +66,16 @@ from verl_ext.staleness.replay_buffer import TRAIN_PARTITION, PreparedStep, Sche
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
-STATE_FILE = "delayed_sync_state.json"
 # how often a waiting trainer looks whether the generation it waits for is over (a TransferQueue listing)
 GENERATION_POLL_SECONDS = 0.05
 # how often the watcher thread records the end of a generation nobody waits for (overlap)
 WATCHER_POLL_SECONDS = 0.1
+
+
+def _absolute(folder: str) -> str:
+    """A folder as verl's _load_checkpoint reads it: relative to the current folder."""
+    return folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder)
+
 
 def timing_metrics(timing: WindowTiming) -> dict[str, float]:
     """The staleness/ timing metrics of one step's window."""
@@ -329,43 +338,54 @@ class DelayedSyncTrainer(PPOTrainer):
         # a checkpoint holds complete batches only: a resumed run restores them exactly (their generating
         # weights are not in the checkpoint, so a half-generated batch could not be finished the same way)
         self.generations.wait_for_all()
-        super()._save_checkpoint()
+        # the state first: verl's save ends with latest_checkpointed_iteration.txt, the mark a resume follows,
+        # so every checkpoint verl calls complete has its state (same folder as verl's, relative or not)
         folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
-        state = {
-            "sync_interval": self.schedule.sync_interval,
-            "sync_offset": self.schedule.sync_offset,
-            "offline": self.schedule.offline,
-            "weight_syncs": self.weight_syncs,
-            "weight_pushes": self.weight_pushes,
-        }
-        with open(os.path.join(folder, STATE_FILE), "w") as file:
-            json.dump(state, file)
+        write_state(folder, DelayedSyncState(
+            sync_interval=self.schedule.sync_interval,
+            sync_offset=self.schedule.sync_offset,
+            offline=self.schedule.offline,
+            weight_syncs=self.weight_syncs,
+            weight_pushes=self.weight_pushes,
+        ))
+        super()._save_checkpoint()
 
     def _load_checkpoint(self):
+        # the state of the checkpoint verl is about to resume, read and checked before verl loads the weights:
+        # a damaged one stops the resume (CheckpointStateError names the file and the field)
+        folder = self._folder_to_resume()
+        state = read_state(folder) if folder else None
         super()._load_checkpoint()
         if self.global_steps == 0:
             return
-        folder = self._resumed_folder()
-        path = os.path.join(folder, STATE_FILE) if folder else None
-        if path is None or not os.path.exists(path):
+        if state is None:
             self.weight_syncs = self.schedule.sync_count(self.global_steps - 1)
             logger.warning(
-                f"delayed_sync: no {STATE_FILE} in the checkpoint of step {self.global_steps}; "
-                f"staleness/weight_syncs restarts from the schedule's count ({self.weight_syncs})"
+                f"delayed_sync: no {STATE_FILE} in the checkpoint of step {self.global_steps} (written by another "
+                f"trainer mode?); staleness/weight_syncs restarts from the schedule's count ({self.weight_syncs})"
             )
             return
-        with open(path) as file:
-            state = json.load(file)
-        self.weight_syncs = int(state["weight_syncs"])
-        self.weight_pushes = int(state["weight_pushes"])
-        saved = (state["sync_interval"], state["sync_offset"], state["offline"])
+        self.weight_syncs = state.weight_syncs
+        self.weight_pushes = state.weight_pushes
         current = (self.schedule.sync_interval, self.schedule.sync_offset, self.schedule.offline)
-        if saved != current:
+        if state.schedule() != current:
             logger.warning(
                 "delayed_sync: the checkpoint was written with (sync_interval, sync_offset, offline) = "
-                f"{saved}, this run uses {current}. Batches already generated keep their behaviour version; "
+                f"{state.schedule()}, this run uses {current}. Batches already generated keep their behaviour version; "
                 "staleness/lag reports the measured lag, which differs from the new schedule until they are used."
             )
+
+    def _folder_to_resume(self) -> str | None:
+        """The ``global_step_<g>`` folder verl's ``_load_checkpoint`` resumes from, chosen as verl chooses it (the
+        tracker file with ``resume_mode=auto``, ``trainer.resume_from_path``), or None (a fresh start)."""
+        trainer = self.config.trainer
+        if trainer.resume_mode == "auto":
+            folder = find_latest_ckpt_path(_absolute(trainer.default_local_dir))
+        elif trainer.resume_mode == "resume_path" and isinstance(trainer.resume_from_path, str):
+            folder = _absolute(trainer.resume_from_path)  # verl refuses a path without global_step_ itself
+        else:
+            folder = None
+        return folder
 
     # ------------------------------------------------------------------ rollout engine
 
@@ -404,7 +424,10 @@ class DelayedSyncTrainer(PPOTrainer):
         ``overlap`` (then the steps and the next push wait, see :class:`GenerationTracker`).
 
         Each batch is the next ``data.train_batch_size`` prompts of the dataloader, in step order, so the
-        data stream is the one of an uninterrupted ``sync`` run.
+        data stream is the one of an uninterrupted ``sync`` run. Its ``global_steps`` is the global step that
+        trains on it (step + 1), as in ``sync``, where a batch is generated at the step that uses it: the
+        rollout's per-request sampling seeds derive from it (:mod:`verl_ext.seeding`), so with the same seed
+        a step's batch is the same in every mode.
         """
         if self._rollout_version != version:
             raise RuntimeError(
@@ -413,12 +436,13 @@ class DelayedSyncTrainer(PPOTrainer):
             )
         for step in steps:
             batch = self._next_train_batch()
+            tu.assign_non_tensor_data(batch, "global_steps", step + 1)
             step_uids = [str(uid) for uid in batch["uid"]]
             tags = [
                 {
                     "is_prompt": True,
                     "status": "pending",
-                    "global_steps": self.global_steps,
+                    "global_steps": step + 1,
                     STEP_TAG: step,
                     BEHAVIOUR_VERSION_TAG: version,
                 }
@@ -482,16 +506,6 @@ class DelayedSyncTrainer(PPOTrainer):
     def _read_pending_batches(self):
         listing = (tq.kv_list(TRAIN_PARTITION) or {}).get(TRAIN_PARTITION, {})
         return read_pending_batches(listing, self.config.data.train_batch_size)
-
-    def _resumed_folder(self) -> str | None:
-        mode = self.config.trainer.resume_mode
-        if mode == "resume_path":
-            folder = self.config.trainer.resume_from_path
-        else:
-            folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
-        if folder and not os.path.isabs(folder):
-            folder = os.path.join(os.getcwd(), folder)
-        return folder
 
     # ------------------------------------------------------------------ measurements
 

@@ -1,0 +1,101 @@
+"""The local multi-node Ray cluster (verl_ext.cpu.local_cluster): real `ray start` nodes on this machine.
+
+Both tests start real Ray nodes (about 10-25 s each on two cores). They check what a user relies on: the
+nodes join with the logical GPUs asked for, the cluster never becomes the one a plain ``ray.init()`` on this
+machine finds, a node that does not join is named within the timeout, and no Ray process is left behind --
+after a normal exit, after Ctrl-C (SIGINT to the launcher's process group) and after a failed start.
+Processes are counted by the cluster's own marker, so other Ray clusters on the machine do not interfere.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from verl_ext.cpu.local_cluster import ClusterStartError, LocalRayCluster, cluster_processes
+
+DEFAULT_ADDRESS_FILE = Path("/tmp/ray/ray_current_cluster")  # what a plain ray.init() on this machine reads
+
+CONNECT = """
+import json, os, ray
+ray.init(address=os.environ["VERL_EXT_CPU_RAY_ADDRESS"], logging_level="ERROR")
+nodes = [node for node in ray.nodes() if node["Alive"]]
+print(json.dumps([{"id": node["NodeID"], "gpus": node["Resources"].get("GPU")} for node in nodes]), flush=True)
+print("READY", flush=True)
+import time; time.sleep(600)
+"""
+
+
+def address_file_state():
+    return DEFAULT_ADDRESS_FILE.read_text() if DEFAULT_ADDRESS_FILE.exists() else None
+
+
+def process_names(pids):
+    names = []
+    for pid in pids:
+        try:
+            names.append(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode())
+        except OSError:
+            pass
+    return names
+
+
+def wait_until_gone(marker, seconds=30.0):
+    deadline = time.monotonic() + seconds
+    while cluster_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return cluster_processes(marker)
+
+
+def test_two_nodes_join_and_ctrl_c_leaves_no_ray_process(tmp_path):
+    before = address_file_state()
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "verl_ext.cpu.local_cluster", "--nodes", "2", "--gpus-per-node", "2", "--",
+         sys.executable, "-c", CONNECT],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        banner = ""
+        while "local Ray cluster of" not in banner:  # printed once every node joined
+            banner = launcher.stderr.readline()
+            assert banner, "the launcher ended without starting the cluster"
+        marker = re.search(r"temporary folder (\S+)\)", banner).group(1)
+        nodes = json.loads(launcher.stdout.readline())
+        assert launcher.stdout.readline().strip() == "READY"
+        # two raylets, each with the logical GPUs asked for, one GCS: all carrying this cluster's marker
+        assert len(nodes) == 2 and len({node["id"] for node in nodes}) == 2
+        assert [node["gpus"] for node in nodes] == [2.0, 2.0]
+        names = process_names(cluster_processes(marker))
+        assert sum(name.endswith("/raylet") for name in names) == 2
+        assert sum(name.endswith("/gcs_server") for name in names) == 1
+        # its address is recorded in its own folder, never where a plain ray.init() looks
+        assert (Path(marker) / "ray_current_cluster").is_file()
+        assert address_file_state() == before
+        os.killpg(launcher.pid, signal.SIGINT)  # Ctrl-C in the terminal: the launcher and its command
+        assert launcher.wait(timeout=120) == 130
+        # the launcher stopped the cluster before exiting (the nodes' parent-death signal is only a backstop)
+        assert cluster_processes(marker) == []
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+    assert wait_until_gone(marker) == []
+    assert not Path(marker).exists()
+    assert address_file_state() == before
+
+
+def test_a_node_that_does_not_join_is_named_within_the_timeout_and_nothing_is_left(tmp_path):
+    cluster = LocalRayCluster(nodes=2, join_timeout=1.0, log_dir=tmp_path / "logs")
+    started = time.monotonic()
+    with pytest.raises(ClusterStartError, match=r"worker node 1 did not join within 1 s \(join_timeout\)"):
+        cluster.start()
+    # the head's start (its own timeout) plus the second the worker had, plus the stop: bounded, no hang
+    assert time.monotonic() - started < cluster.head_timeout + 1.0 + cluster.stop_timeout + 10
+    assert wait_until_gone(cluster.marker) == []
+    assert cluster.address is None and not Path(cluster.marker).exists()
+    assert (tmp_path / "logs" / "node_1.log").is_file()  # the log the error quoted stays where it was asked to be

@@ -1,0 +1,332 @@
+"""A Ray cluster of several nodes on this machine, for CPU runs with ``trainer.nnodes > 1``.
+
+    python -m verl_ext.cpu.local_cluster --nodes 2 --gpus-per-node 1 -- <command>   # or LocalRayCluster(...)
+
+Each node is one ``ray start --block`` process (the head with ``--head``), so each has its own raylet, object
+store and worker processes, as two machines would; they talk over the machine's own address. The nodes get
+``--gpus-per-node`` logical GPUs (the CPU platform's Ray resource) and the logical CPUs the CPU profile
+gives one node (:mod:`verl_ext.cpu.topology`), so verl's placement groups of one node's trainer ranks fit
+on exactly one node each and a two-node run really uses both.
+
+It never becomes anyone else's cluster:
+
+- private temporary folder (``ray start --temp-dir``): Ray records the cluster's address in
+  ``<temp dir>/ray_current_cluster``, not in ``/tmp/ray/ray_current_cluster``, which a plain ``ray.init()``
+  elsewhere on this machine reads to find "the" cluster;
+- its own authentication token (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``), given only to its nodes and to
+  what runs inside it; the token file ``~/.ray/auth_token`` is neither read nor written;
+- free ports picked for it, the dashboard off.
+
+Inside it, :data:`verl_ext.cpu.topology.RAY_ADDRESS_ENV` holds its address (the CPU profile's
+``ray_kwargs.ray_init.address`` reads it), with the token. Every process of the cluster carries
+:data:`MARKER_ENV` in its environment (Ray's workers inherit it from their raylet), which is how
+:func:`cluster_processes` finds them, and how :meth:`LocalRayCluster.stop` makes sure none is left: it
+stops each node's ``ray start`` (which drains its node and stops its processes), waits, then kills
+whatever still carries the marker. It runs on leaving the ``with`` block, on Ctrl-C, on SIGTERM of the
+CLI, and -- through the kernel's parent-death signal -- when the process that started the nodes dies.
+
+A node that does not come up within ``join_timeout`` seconds (or whose ``ray start`` exits) stops the
+start with :class:`ClusterStartError` naming the node and showing the end of its log, never a hang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology
+
+MARKER_ENV = "VERL_EXT_LOCAL_CLUSTER"
+READY_LINE = "Ray runtime started."  # what `ray start` prints once its node is registered with the cluster
+DEFAULT_JOIN_TIMEOUT = 180.0
+DEFAULT_STOP_TIMEOUT = 45.0  # `ray start` drains its node for up to 30 s on SIGTERM
+OBJECT_STORE_BYTES = 512 * 2**20
+LOG_TAIL_LINES = 30
+
+
+class ClusterStartError(RuntimeError):
+    """A node of the local cluster did not come up; the message names it and shows its log's end."""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # pragma: no cover -- runs in the child between fork and exec
+    """Linux: SIGTERM this process when the thread that started it dies (then `ray start` stops its node)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+@dataclass
+class Node:
+    """One ``ray start --block`` process and its log."""
+
+    index: int
+    command: list[str]
+    log_path: Path
+    process: Optional[subprocess.Popen] = None
+
+    @property
+    def name(self) -> str:
+        return "head node 0" if self.index == 0 else f"worker node {self.index}"
+
+    def log_tail(self) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(lines[-LOG_TAIL_LINES:])
+
+    def ready(self) -> bool:
+        try:
+            return READY_LINE in self.log_path.read_text(errors="replace")
+        except OSError:
+            return False
+
+
+def cluster_processes(marker: Optional[str] = None) -> list[int]:
+    """Process ids carrying the local-cluster marker in their environment (``marker``: one cluster's, else any)."""
+    found = []
+    needle = f"{MARKER_ENV}=".encode() + (marker.encode() + b"\0" if marker is not None else b"")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue  # gone, or not ours to read
+        if needle in environ:
+            found.append(int(entry))
+    return found
+
+
+@dataclass
+class LocalRayCluster:
+    """``nodes`` Ray nodes on this machine (see the module docstring); use as a context manager."""
+
+    nodes: int = 2
+    gpus_per_node: int = 1
+    cpus_per_node: Optional[int] = None  # default: what the CPU profile gives one node of this size
+    env: Mapping[str, str] = field(default_factory=dict)  # more variables for every process of the cluster
+    join_timeout: float = DEFAULT_JOIN_TIMEOUT  # seconds each worker node may take to join the head
+    head_timeout: float = DEFAULT_JOIN_TIMEOUT  # seconds the head node may take to start
+    stop_timeout: float = DEFAULT_STOP_TIMEOUT
+    object_store_bytes: int = OBJECT_STORE_BYTES
+    log_dir: Optional[Path] = None  # default: beside the temporary folder, removed with it
+
+    address: Optional[str] = field(default=None, init=False)
+    temp_dir: Optional[Path] = field(default=None, init=False)
+    marker: Optional[str] = field(default=None, init=False)  # MARKER_ENV's value in its processes (kept after stop)
+    started_nodes: list[Node] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        topology = Topology(self.nodes, self.gpus_per_node)  # names trainer.nnodes / n_gpus_per_node when < 1
+        if self.cpus_per_node is None:
+            self.cpus_per_node = topology.logical_cpus_per_node
+        self._token = secrets.token_hex(32)
+
+    # ------------------------------------------------------------------ what runs inside
+
+    def client_environment(self) -> dict[str, str]:
+        """Variables a process needs to join this cluster (a driver: ``ray.init(address=...)``)."""
+        if self.address is None:
+            raise RuntimeError("the local Ray cluster is not started")
+        return {
+            RAY_ADDRESS_ENV: self.address,
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": self._token,
+        }
+
+    def join_from_this_process(self) -> dict[str, str]:
+        """Set :meth:`client_environment` in this process, for a ``ray.init`` here (a driver in this process);
+        returns the variables set. Ray reads its authentication mode once per process into a cached config:
+        a process that imported Ray before must refresh it, as Ray itself does when it turns token
+        authentication on (``ray._raylet.Config.initialize``)."""
+        environment = self.client_environment()
+        os.environ.update(environment)
+        from ray._raylet import Config
+
+        Config.initialize("")
+        return environment
+
+    def _node_environment(self, address: str) -> dict[str, str]:
+        environment = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
+        environment.update(self.env)
+        environment.update(
+            {
+                RAY_ADDRESS_ENV: address,
+                "RAY_AUTH_MODE": "token",
+                "RAY_AUTH_TOKEN": self._token,
+                MARKER_ENV: str(self.temp_dir),
+                "RAY_DISABLE_USAGE_STATS": "1",
+            }
+        )
+        return environment
+
+    # ------------------------------------------------------------------ start and stop
+
+    def __enter__(self) -> "LocalRayCluster":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def start(self) -> "LocalRayCluster":
+        if self.temp_dir is not None:
+            raise RuntimeError("this LocalRayCluster was already started")
+        # Ray's socket paths live under the temporary folder: keep it short (107-byte limit of a socket path)
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="vxrc_", dir="/tmp"))
+        self.marker = str(self.temp_dir)
+        logs = Path(self.log_dir) if self.log_dir else Path(f"{self.temp_dir}_logs")
+        logs.mkdir(parents=True, exist_ok=True)
+        self._logs = logs
+        port = _free_port()
+        address = f"127.0.0.1:{port}"
+        try:
+            head = self._launch(0, ["--head", f"--port={port}", f"--ray-client-server-port={_free_port()}",
+                                    "--include-dashboard=false", f"--dashboard-port={_free_port()}"], address)
+            self._wait_until_ready([head], self.head_timeout, "head_timeout")
+            workers = [self._launch(index, [f"--address={address}"], address) for index in range(1, self.nodes)]
+            self._wait_until_ready(workers, self.join_timeout, "join_timeout")
+        except BaseException:
+            self.stop()
+            raise
+        self.address = address
+        return self
+
+    def _launch(self, index: int, role_arguments: list[str], address: str) -> Node:
+        command = [
+            sys.executable, "-m", "ray.scripts.scripts", "start", "--block", *role_arguments,
+            f"--temp-dir={self.temp_dir}",
+            "--node-ip-address=127.0.0.1",
+            f"--num-cpus={self.cpus_per_node}",
+            f"--num-gpus={self.gpus_per_node}",
+            f"--object-store-memory={self.object_store_bytes}",
+            f"--dashboard-agent-listen-port={_free_port()}",
+            "--disable-usage-stats",
+        ]
+        node = Node(index, command, self._logs / f"node_{index}.log")
+        with open(node.log_path, "wb") as log:
+            node.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self._node_environment(address),
+                start_new_session=True,  # Ctrl-C reaches the launcher, which stops the nodes in order
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        self.started_nodes.append(node)
+        return node
+
+    def _wait_until_ready(self, nodes: Sequence[Node], timeout: float, timeout_name: str) -> None:
+        deadline = time.monotonic() + timeout
+        waiting = list(nodes)
+        while waiting:
+            for node in list(waiting):
+                if node.ready():
+                    waiting.remove(node)
+                elif node.process.poll() is not None:
+                    raise ClusterStartError(
+                        f"local Ray cluster: {node.name} stopped while starting (exit status "
+                        f"{node.process.returncode}): {' '.join(node.command)}\n{node.log_tail()}"
+                    )
+            if waiting and time.monotonic() > deadline:
+                node = waiting[0]
+                raise ClusterStartError(
+                    f"local Ray cluster: {node.name} did not join within {timeout:g} s "
+                    f"({timeout_name}): {' '.join(node.command)}\n{node.log_tail()}"
+                )
+            if waiting:
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        """Stop every node and whatever process of this cluster is left; remove its temporary folder."""
+        if self.temp_dir is None:
+            return
+        running = [node for node in self.started_nodes if node.process and node.process.poll() is None]
+        for node in reversed(running):  # workers first: the head's GCS keeps serving their draining
+            try:
+                node.process.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + self.stop_timeout
+        for node in running:
+            try:
+                node.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(node.process.pid, signal.SIGKILL)
+                node.process.wait()
+        # raylets start their workers in sessions of their own: anything still carrying the marker is ours
+        while True:
+            left = cluster_processes(self.marker)
+            if not left or time.monotonic() > deadline + 5:
+                break
+            time.sleep(0.2)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        if self.log_dir is None:
+            shutil.rmtree(self._logs, ignore_errors=True)
+        self.temp_dir = None
+        self.address = None
+        self.started_nodes = []
+
+
+def _raise_keyboard_interrupt(signum, frame):  # SIGTERM of the CLI: leave through the with block
+    raise KeyboardInterrupt
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in argv:
+        command, argv = argv[argv.index("--") + 1 :], argv[: argv.index("--")]
+    parser = argparse.ArgumentParser(
+        prog="python -m verl_ext.cpu.local_cluster [options] -- command ...",
+        description="Run a command inside a Ray cluster of several nodes on this machine (stopped afterwards).",
+    )
+    parser.add_argument("--nodes", type=int, default=2, help="Ray nodes (trainer.nnodes; default 2)")
+    parser.add_argument("--gpus-per-node", type=int, default=1, help="logical GPUs per node (trainer.n_gpus_per_node)")
+    parser.add_argument("--join-timeout", type=float, default=DEFAULT_JOIN_TIMEOUT, help="seconds a node may take to join")
+    args = parser.parse_args(argv)
+    if not command:
+        parser.error("give the command to run after --")
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        with LocalRayCluster(args.nodes, args.gpus_per_node, join_timeout=args.join_timeout) as cluster:
+            print(f"[verl-ext] local Ray cluster of {args.nodes} nodes at {cluster.address} (temporary folder "
+                  f"{cluster.temp_dir})", file=sys.stderr, flush=True)
+            return subprocess.call(command, env={**os.environ, **cluster.client_environment()})
+    except ClusterStartError as error:
+        print(f"[verl-ext] {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("[verl-ext] interrupted: the local Ray cluster was stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Files verl-ext writes and reads back: written whole or not at all, read back only when they are what they claim.
+
+:func:`write_whole`: the content goes to a temporary file in the target's folder, is flushed and fsync'ed, and
+is renamed over the target (then the folder is fsync'ed). A failure at any point (a full disk, a file-size
+limit, an exception while the content is produced, a kill) leaves the earlier file as it was and no temporary
+file behind (but for a kill, which leaves a hidden ``.<name>.*.tmp``). A reader never sees half a file.
+
+:func:`open_regular` / :func:`read_bounded`: a file read back must be a regular file (a FIFO would block the
+reader for ever, a link to ``/dev/zero`` or ``/dev/urandom`` never ends) no larger than the caller's bound,
+checked on the open descriptor (no race between the check and the read); otherwise the caller's error type,
+naming the file. Callers: the metrics reader (:mod:`verl_ext.metrics_file`), the run description
+(:mod:`verl_ext.run_description`), the delayed_sync checkpoint state
+(:mod:`verl_ext.staleness.checkpoint_state`), ``verl-ext plot``'s PNG.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import BinaryIO, Callable
+
+
+def write_whole(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Path:
+    """Call ``write(file)`` on a temporary file beside ``path``, then put it in place (see the module docstring)."""
+    path = Path(path)
+    handle, staged = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(staged, path)
+    except BaseException:
+        try:
+            os.unlink(staged)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_folder(path.parent)
+    return path
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (best effort: some file systems have no folder handles)."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def describe_mode(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str | os.PathLike, max_bytes: int, what: str, error: type[Exception]) -> BinaryIO:
+    """``path`` opened for reading when it is a regular file (a link to one is fine) of at most ``max_bytes``;
+    else ``error("<path>: ...")`` naming ``what`` it should have been."""
+    try:
+        # O_NONBLOCK: opening a FIFO with no writer returns at once instead of blocking; fstat then refuses it
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as failure:
+        raise error(f"{path}: cannot read the {what} ({failure.strerror or failure})") from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{path}: {describe_mode(info.st_mode)}, not a regular file: not the {what}")
+        if info.st_size > max_bytes:
+            raise error(f"{path}: {info.st_size} bytes, more than the {max_bytes} a {what} may have")
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def read_bounded(path: str | os.PathLike, max_bytes: int, what: str, error: type[Exception]) -> bytes:
+    """The content of the regular file ``path`` (see :func:`open_regular`); ``error`` when it grew past the
+    bound while being read."""
+    with open_regular(path, max_bytes, what, error) as file:
+        try:
+            content = file.read(max_bytes + 1)
+        except OSError as failure:
+            raise error(f"{path}: cannot read the {what} ({failure.strerror or failure})") from None
+    if len(content) > max_bytes:
+        raise error(f"{path}: more than the {max_bytes} bytes a {what} may have")
+    return content
