@@ -19,6 +19,9 @@ scale           bench_scale.py             the CPU backend at world size 1 vs 2 
                                            start-up, s/step, CPU-seconds, peak memory, same work
 overlap         bench_overlap.py           delayed_sync steps/s with and without overlap at (1,1),
                                            (4,1), (4,4), sync mode, and the limit max(train, gen)
+async_modes     bench_async_modes.py       verl's sync / colocate_async / separate_async next to
+                                           delayed_sync (1,1) colocated and on its own pool, with
+                                           and without overlap: steps/s, lag, pushes, reward
 gpu             bench_gpu.py               one GPU with vLLM: sync vs delayed_sync (1,0) (3,1) (8,0)
                                            offline (s/step, time split, memory), losses on CUDA;
                                            skipped (exit 0, says why) without a CUDA GPU and vLLM
@@ -69,6 +72,8 @@ BENCHMARKS = (
               ("--steps", "6")),
     Benchmark("overlap", "bench_overlap.py", "delayed_sync with and without overlap vs sync mode, and the limit",
               ("--steps", "12", "--grid", "1,1", "4,1")),
+    Benchmark("async_modes", "bench_async_modes.py", "verl's trainer modes vs delayed_sync colocated and split",
+              ("--steps", "8")),
     Benchmark("gpu", "bench_gpu.py", "sync vs delayed_sync on one GPU with vLLM, losses on CUDA (skipped without a GPU)",
               ("--steps", "6", "--modes", "sync,delayed_3_1", "--repeats", "20")),
     Benchmark("refusal", "bench_refusal.py", "time to refuse a bad launcher argument or variable, next to import torch",

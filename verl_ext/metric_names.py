@@ -60,6 +60,18 @@ STEP_SECONDS = TIMING_PREFIX + "step"  # the whole training step
 GLOBAL_STEP = "training/global_step"
 EPOCH = "training/epoch"
 
+# verl/trainer/ppo/v1/trainer_base.py (_compute_metrics), every v1 mode: how many policy versions the batch's
+# trajectories lag behind the weights being trained, by the newest (staleness) and the oldest (worst: a partial
+# rollout resumed across pushes) version that generated their tokens; per step, over the batch's trajectories.
+TRAJECTORY_STALENESS_MEAN = "training/off_policy/trajectory_staleness/mean"
+TRAJECTORY_STALENESS_WORST_MAX = "training/off_policy/trajectory_staleness_worst/max"
+
+# verl_ext.cpu.checkpoint_engine (checkpoint-engine backend gloo): returned by each push, logged by verl at the
+# step of the push (delayed_sync's sync points; every step in separate_async)
+GLOO_WEIGHT_BYTES = "checkpoint_engine/gloo/weight_bytes"
+GLOO_BUCKETS_SENT = "checkpoint_engine/gloo/buckets_sent"
+GLOO_SEND_SECONDS = "checkpoint_engine/gloo/send_seconds"
+
 # The actor's metrics, logged under "actor/" by verl's workers (verl/workers/engine_workers.py). verl's policy
 # losses name their metrics "actor/<name>" (verl/trainer/ppo/core_algos.py); verl-ext's registered losses
 # do the same with their terms' metrics (verl_ext.registration).

@@ -116,12 +116,14 @@ def run_checks(config) -> tuple[dict, list[str]]:
     """
     from verl.utils.device import auto_set_device
 
+    from verl_ext.checkpoint_backends import tolerate_unimportable_backends
     from verl_ext.run_checks import validate_run_config
 
     auto_set_device(config)
-    with contextlib.redirect_stdout(io.StringIO()):  # validate_config prints progress lines
+    # a GPU config checked here may name a checkpoint engine whose transport this machine lacks (nccl: cupy)
+    with contextlib.redirect_stdout(io.StringIO()), tolerate_unimportable_backends() as tolerated:  # validate_config prints
         resolved = validate_run_config(config)
-    return resolved, warnings_for(resolved)
+    return resolved, warnings_for(resolved) + tolerated.notes
 
 
 def warnings_for(resolved: dict) -> list[str]:
@@ -243,6 +245,13 @@ SUMMARY_KEYS = {
         "actor_rollout_ref.actor.fsdp_config.param_offload",
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
     ),
+    "engine": (
+        "actor_rollout_ref.hybrid_engine",
+        "actor_rollout_ref.rollout.nnodes",
+        "actor_rollout_ref.rollout.n_gpus_per_node",
+        "actor_rollout_ref.rollout.free_cache_engine",
+        "actor_rollout_ref.rollout.checkpoint_engine.backend",
+    ),
     "schedule": ("trainer.total_training_steps", "trainer.test_freq", "trainer.val_before_train", "trainer.save_freq"),
     "reward": ("reward.custom_reward_function.path", "reward.custom_reward_function.name"),
     "logging": ("trainer.project_name", "trainer.experiment_name", "trainer.logger"),
@@ -325,10 +334,22 @@ def summarize(resolved: dict) -> tuple[dict[str, Any], list[tuple[str, str]]]:
                      if s["actor_rollout_ref.actor.use_kl_loss"] and not s["actor_rollout_ref.actor.kl_loss_coef"] else "")))
     lines.append(("lengths", pairs(*SUMMARY_KEYS["lengths"])))
     lines.append(("resources", pairs(*SUMMARY_KEYS["resources"])))
+    lines.append(("engine", _engine_line(s)))
     lines.append(("schedule", pairs(*SUMMARY_KEYS["schedule"])))
     lines.append(("reward", f"{s['reward.custom_reward_function.path']}:{s['reward.custom_reward_function.name']}"))
     lines.append(("logging", pairs(*SUMMARY_KEYS["logging"])))
     return settings, lines
+
+
+def _engine_line(s: dict[str, Any]) -> str:
+    if s["actor_rollout_ref.hybrid_engine"] is not False:
+        return "colocated with the actor on the trainer's GPUs (hybrid_engine=true)"
+    nodes, per_node = s["actor_rollout_ref.rollout.nnodes"], s["actor_rollout_ref.rollout.n_gpus_per_node"]
+    tensor_parallel = s["actor_rollout_ref.rollout.tensor_model_parallel_size"]
+    replicas = nodes * per_node // tensor_parallel if tensor_parallel else "?"
+    return (f"own pool: {nodes} node(s) x {per_node} GPUs = {nodes * per_node} GPUs, {replicas} replica(s) of TP "
+            f"{tensor_parallel}, resident (free_cache_engine={s['actor_rollout_ref.rollout.free_cache_engine']}); "
+            f"weights through checkpoint_engine.backend={s['actor_rollout_ref.rollout.checkpoint_engine.backend']}")
 
 
 def _seeds_line(s: dict[str, Any]) -> str:

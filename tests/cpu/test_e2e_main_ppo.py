@@ -1,12 +1,12 @@
 """verl's real ``main_ppo`` on the CPU backend, one run per algorithm family, asserting on what verl logged.
 
-Five runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
+Six runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
 profile, made by :func:`background_runs` in a child process while the rest of the suite runs
 (tests/background_runs.py). ``rec`` + ``opmd`` goes through the quickstart with two trainer ranks, exactly the
 README's ``python -m verl_ext.cpu.quickstart -- trainer.n_gpus_per_node=2`` (``python -m
 verl.trainer.main_ppo`` in a child process with its own Ray, as a user runs it: two FSDP2 ranks over gloo, two
-rollout replicas), started first and left running beside the other four, which share one Ray start-up
-(:class:`verl_ext.cpu.launch.CPURaySession`):
+rollout replicas), started first and left running beside the other five, which share one Ray start-up
+(:class:`verl_ext.cpu.launch.CPURaySession`, with a logical GPU for the trainer and one for the split's engine):
 
 - ``rec`` + ``rec_oneside_nois`` for 2 steps, saving a checkpoint at step 2;
 - that run resumed from its checkpoint for one more step with ``red_weight`` (a checkpoint holds weights,
@@ -15,7 +15,11 @@ rollout replicas), started first and left running beside the other four, which s
   verl logs its rollout-vs-actor probability difference;
 - ``rec`` + ``rec_oneside_nois`` again, with ``trainer.v1.trainer_mode=delayed_sync`` at (m, n) = (1, 0):
   zero staleness, which must be verl's ``sync`` run above number for number (the same seed: the rollout's
-  per-request seeds, verl_ext.seeding; the same batch order, verl_ext.batch_order).
+  per-request seeds, verl_ext.seeding; the same batch order, verl_ext.batch_order);
+- the same (1, 0) with the rollout engine on its own pool (``actor_rollout_ref.hybrid_engine=false``: a standalone
+  replica on its own logical GPU, the trainer's workers hold no rollout, weights through verl-ext's ``gloo``
+  checkpoint engine): the explorer/trainer split at zero staleness, which must be verl's ``sync`` number for number
+  too, and push over gloo exactly the weights sync's colocated rollout received.
 
 Evidence comes from verl's file logger (every step's metrics) and the CPU rollout's event log (every
 weight push with the checksum of the weights the rollout then holds), never from exit codes alone.
@@ -41,6 +45,8 @@ ZERO_STALENESS = (
     "trainer.v1.delayed_sync.sync_interval=1",
     "trainer.v1.delayed_sync.sync_offset=0",
 )
+# the split: 1 trainer rank + 1 standalone engine replica, resident, weights over gloo
+SPLIT_TOPOLOGY = {"nnodes": 1, "n_gpus_per_node": 1, "engine_gpus": 1}
 
 
 def algorithm_overrides(family: str) -> tuple[str, ...]:
@@ -59,8 +65,11 @@ def background_runs(root):
     """The five runs (in a child process, see the module docstring); the quickstart beside the session."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from verl_ext.checkpoint_backends import CPU_BACKEND
     from verl_ext.cpu.launch import CPURaySession, CPURun
     from verl_ext.cpu.quickstart import run_quickstart
+    from verl_ext.cpu.topology import Topology
+    from verl_ext.staleness.config import engine_pool_overrides
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = root / "assets"
@@ -71,9 +80,11 @@ def background_runs(root):
             run_quickstart, steps=STEPS, estimator="rec", loss="opmd", out=root / "quickstart", assets=assets, echo=False,
             extra_overrides=QUICKSTART_TOPOLOGY,
         )
-        with CPURaySession(root / "cpu_e2e", assets) as session:
+        with CPURaySession(root / "cpu_e2e", assets, topology=Topology(**SPLIT_TOPOLOGY)) as session:
             first = session.run(
-                CPURun("rec_oneside_nois", steps=STEPS, overrides=(*algorithm_overrides("rec_oneside_nois"), "trainer.save_freq=2"))
+                CPURun("rec_oneside_nois", steps=STEPS, overrides=(
+                    *algorithm_overrides("rec_oneside_nois"), "trainer.save_freq=2",
+                    f"trainer.rollout_data_dir={root / 'dumps' / 'sync'}"))
             )
             results["rec_oneside_nois"] = first.raise_for_error()
             results["resumed"] = results[RESUMED_FAMILY] = session.run(
@@ -94,6 +105,17 @@ def background_runs(root):
                     overrides=(*algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS),
                 )
             ).raise_for_error()
+            results["split_1_0"] = session.run(
+                CPURun("rec_oneside_nois_split_1_0", steps=STEPS, overrides=(
+                    *algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS,
+                    *engine_pool_overrides(1, SPLIT_TOPOLOGY["engine_gpus"], CPU_BACKEND),
+                    f"trainer.rollout_data_dir={root / 'dumps' / 'split_1_0'}"))
+            ).raise_for_error()
+            results["dumps"] = root / "dumps"
+            for name in ("rec_oneside_nois", "delayed_sync_1_0", "split_1_0"):
+                measured = results[name].measurements
+                print(f"{results[name].run.name}: {measured.wall_seconds:.0f} s wall, {measured.cpu_seconds:.0f} CPU-s, "
+                      f"{measured.peak_pss_bytes / 2**30:.1f} GiB peak PSS")
         result, summary = quickstart.result()
         results["opmd"], results["opmd_summary"] = result.raise_for_error(), summary
     return results
@@ -118,8 +140,8 @@ def expected_loss_metrics(loss_mode: str) -> set[str]:
 
 
 def replicas(result) -> int:
-    """One rollout replica per trainer rank."""
-    return result.run.topology.world_size
+    """One rollout replica per trainer rank; with the engine on its own pool, one per engine GPU."""
+    return result.run.topology.rollout_replicas
 
 
 def pushes(result) -> list[dict]:
@@ -235,3 +257,42 @@ def test_delayed_sync_at_zero_staleness_is_verls_sync_step_for_step(runs):
     assert comparison.compared_values >= STEPS * 40
     # the runs trained: a rerun that generated nothing or never stepped would compare equal too
     assert all(step["actor/grad_norm"] > 0 for step in delayed.steps)
+
+
+def dumped_rollouts(directory, step: int) -> list[tuple]:
+    """The (prompt, response, score) rows verl dumped for 1-based ``step`` (``trainer.rollout_data_dir``), sorted."""
+    import json
+
+    with open(directory / f"{step}.jsonl") as file:
+        return sorted((row["input"], row["output"], row["score"]) for row in map(json.loads, file))
+
+
+def test_zero_staleness_on_its_own_pool_is_verls_sync_step_for_step(runs):
+    """The explorer/trainer split at (m, n) = (1, 0) -- the engine a standalone replica on its own logical GPU,
+    the trainer's workers without a rollout, every push through the gloo checkpoint engine -- and verl's own sync
+    trainer (colocated, in-process pushes), same seed and data: every logged number of every step, the checksum of
+    the weights of every push (versions 0, 1, 2: the engine received over gloo exactly what sync's colocated
+    rollout was given) and every generated response are identical, to the bit."""
+    from verl_ext import metric_names
+    from verl_ext.cpu.run_comparison import compare_results
+
+    sync, split = runs["rec_oneside_nois"], runs["split_1_0"]
+    assert [record[metric_names.LAG] for record in split.steps] == [0.0] * STEPS  # it ran delayed_sync
+    # only delayed_sync logs staleness/*, only the split the gloo engine's own figures
+    comparison = compare_results(sync, split, ignore=("staleness/", "checkpoint_engine/"))
+    assert comparison.equal, comparison.report()
+    assert comparison.compared_checksums == STEPS + 1
+    assert comparison.compared_values >= STEPS * 40
+    assert all(step["actor/grad_norm"] > 0 for step in split.steps)  # it trained
+    for step in range(1, STEPS + 1):
+        assert dumped_rollouts(runs["dumps"] / "split_1_0", step) == dumped_rollouts(runs["dumps"] / "sync", step), step
+    # the split's path: one standalone replica that never sleeps, every push a gloo broadcast of the weights
+    assert [push["weight_version"] for push in pushes(split)] == [push["weight_version"] for push in pushes(sync)] == [0, 1, 2]
+    assert [record["step"] for record in split.steps if record.get(metric_names.GLOO_WEIGHT_BYTES, 0) > 0] == list(
+        range(1, STEPS + 1))
+    assert not [event for event in split.events if event["event"] in ("sleep", "wake_up", "generate_rejected")]
+    assert [event for event in sync.events if event["event"] == "sleep"]  # sync's colocated engine sleeps
+    # the weights of version 2 are the actor's: sync's checkpoint of step 2 holds them
+    from verl_ext.cpu.sharded_checkpoint import actor_checkpoint_checksum
+
+    assert pushes(split)[-1]["transfer_checksum"] == actor_checkpoint_checksum(sync.checkpoint_dir / f"global_step_{STEPS}" / "actor")

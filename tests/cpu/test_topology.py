@@ -13,8 +13,11 @@ from verl_ext.cpu.launch import CPURaySession, CPURun, compose_run_config
 from verl_ext.cpu.profile import cpu_overrides, cpu_overrides_for, shell_profile
 from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology, check_cpu_topology
 from verl_ext.run_checks import check_run_config
+from verl_ext.staleness.config import engine_pool_overrides
 
 REPO = Path(__file__).resolve().parents[2]
+# the rollout engine on its own pool of one logical GPU (the explorer/trainer split), weights over gloo
+SPLIT = ("trainer.v1.trainer_mode=delayed_sync", *engine_pool_overrides(1, 1, "gloo"))
 
 
 def composed(tmp_path, tiny_assets, *overrides):
@@ -29,6 +32,37 @@ def test_topology_is_read_from_the_users_overrides_last_value_winning():
         key = bad.split("=")[0]
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             Topology.from_overrides([bad])
+
+
+def test_the_engines_own_pool_is_read_from_the_users_overrides():
+    """``hybrid_engine=false``: the engine's logical GPUs are rollout.nnodes x rollout.n_gpus_per_node (verl's
+    defaults: 0 nodes, the trainer's GPUs per node); colocated, none."""
+    assert Topology.from_overrides(SPLIT) == Topology(1, 1, engine_gpus=1)
+    split = Topology.from_overrides([*SPLIT, "trainer.n_gpus_per_node=2", "actor_rollout_ref.rollout.n_gpus_per_node=3"])
+    assert (split.world_size, split.engine_gpus, split.gpus_per_node, split.rollout_replicas) == (2, 3, 5, 3)
+    assert split.logical_cpus_per_node == 16 + 3 + 2 * 3
+    assert Topology.from_overrides([*SPLIT, "actor_rollout_ref.hybrid_engine=true"]).engine_gpus == 0
+    assert Topology.from_overrides(["actor_rollout_ref.hybrid_engine=false"]).engine_gpus == 0  # rollout.nnodes: 0
+    assert Topology(1, 2).rollout_replicas == 2  # colocated: one replica per trainer rank
+
+
+def test_the_profile_gives_ray_the_engines_logical_gpus(tiny_assets, tmp_path):
+    """Composed as a CPU run with the split composes: Ray holds the trainer's GPUs and the engine's, and the
+    logical CPUs of verl's bundles for both; the driver's checks accept it."""
+    config = composed(tmp_path, tiny_assets, *SPLIT, "trainer.n_gpus_per_node=2")
+    ray_init = OmegaConf.to_container(config.ray_kwargs.ray_init, resolve=True)
+    assert ray_init["num_gpus"] == 3 and ray_init["num_cpus"] >= 3 * 2 + 2 * 1 + 1
+    assert config.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu * 2 == (
+        config.actor_rollout_ref.actor.ppo_mini_batch_size * config.actor_rollout_ref.rollout.n)
+    check_run_config(config)
+
+
+def test_the_split_on_a_local_cluster_is_refused_naming_the_key(tiny_assets, tmp_path, monkeypatch):
+    """A local cluster's nodes have the trainer's logical GPUs only: the engine's replica could never be placed."""
+    monkeypatch.setenv(RAY_ADDRESS_ENV, "127.0.0.1:6399")
+    config = composed(tmp_path, tiny_assets, *SPLIT, "trainer.nnodes=2")
+    with pytest.raises(ConfigError, match=r"trainer\.nnodes=2 is invalid: .* the rollout engine on its own pool"):
+        check_cpu_topology(config)
 
 
 @pytest.mark.parametrize("nnodes, gpus", [(1, 1), (1, 2), (2, 1), (2, 2)])
@@ -92,6 +126,10 @@ def test_a_world_size_that_does_not_divide_the_batch_is_refused_before_anything_
         # several nodes but Ray started in the driver: verl would pack both "nodes" onto one
         (("trainer.nnodes=2",), "trainer.nnodes"),
         (("trainer.nnodes=2", "+ray_kwargs.ray_init.address=local"), "trainer.nnodes"),
+        # the engine on its own pool: Ray must hold its logical GPU too (verl's replica would wait for it forever)
+        ((*SPLIT, "trainer.n_gpus_per_node=2", "+ray_kwargs.ray_init.num_gpus=2"), "ray_kwargs.ray_init.num_gpus"),
+        ((*SPLIT, "ray_kwargs.ray_init.num_cpus=5"), "ray_kwargs.ray_init.num_cpus"),  # 3 + 2 + 1 needed
+        ((*SPLIT, "trainer.n_gpus_per_node=2"), None),
     ],
 )
 def test_what_cannot_run_is_refused_in_the_driver_naming_the_key(tiny_assets, tmp_path, monkeypatch, overrides, key):
@@ -99,7 +137,8 @@ def test_what_cannot_run_is_refused_in_the_driver_naming_the_key(tiny_assets, tm
     keys after the profile's array (sized for their topology): the same key is named, before Ray starts."""
     monkeypatch.delenv(RAY_ADDRESS_ENV, raising=False)
     launched = lambda: check_run_config(composed(tmp_path, tiny_assets, *overrides))  # noqa: E731
-    topology_only = [o for o in overrides if o.split("=")[0] in ("trainer.nnodes", "trainer.n_gpus_per_node")]
+    topology_only = [o for o in overrides if o.split("=")[0] in ("trainer.nnodes", "trainer.n_gpus_per_node")
+                     or o in SPLIT]
     profile = composed(tmp_path, tiny_assets, *topology_only)
     appended = OmegaConf.merge(profile, OmegaConf.from_dotlist([override.lstrip("+") for override in overrides]))
     if key is None:
@@ -154,6 +193,15 @@ def test_a_session_refuses_a_run_larger_than_its_cluster(tmp_path, tiny_assets):
         session.check_fits(CPURun("two_nodes", overrides=("trainer.nnodes=2",)))
     with pytest.raises(ValueError, match="trainer.n_gpus_per_node=4"):
         session.check_fits(CPURun("four", overrides=("trainer.n_gpus_per_node=4",)))
+    # a run whose engine has its own logical GPU needs a session that counts it
+    with pytest.raises(ValueError, match="1 engine GPU"):
+        session.check_fits(CPURun("split", overrides=(*SPLIT, "trainer.n_gpus_per_node=2")))
+    split_session = CPURaySession(tmp_path, tiny_assets, topology=Topology(1, 2, engine_gpus=1))
+    split_session.check_fits(CPURun("split", overrides=(*SPLIT, "trainer.n_gpus_per_node=2")))
+    split_session.check_fits(CPURun("colocated", overrides=("trainer.n_gpus_per_node=2",)))
+    with pytest.raises(ValueError, match="2 engine GPU"):
+        split_session.check_fits(CPURun("two_engines", overrides=(*SPLIT, "trainer.n_gpus_per_node=2",
+                                                                   "actor_rollout_ref.rollout.n_gpus_per_node=2")))
 
 
 def test_quickstart_refuses_a_topology_it_cannot_size_before_anything_starts(tmp_path, capsys):

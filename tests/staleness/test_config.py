@@ -72,7 +72,7 @@ def test_recipe_defaults_are_verl_sync_semantics():
         ("trainer.v1.delayed_sync.sync_offset=abc", "trainer.v1.delayed_sync.sync_offset='abc'", "an integer >= 0"),
         ("trainer.v1.delayed_sync.offline=2", "trainer.v1.delayed_sync.offline=2", "true or false"),
         ("trainer.v1.delayed_sync.measure_mismatch=null", "measure_mismatch=None", "true or false"),
-        ("actor_rollout_ref.hybrid_engine=false", "actor_rollout_ref.hybrid_engine=False", "true"),
+        ("actor_rollout_ref.hybrid_engine=null", "actor_rollout_ref.hybrid_engine=None", "true (engine colocated"),
         ("actor_rollout_ref.rollout.calculate_log_probs=false", "calculate_log_probs=False", "true"),
         ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.enable=True", "false with delayed_sync"),
         ("trainer.v1.delayed_sync.zero_variance_masking=1", "zero_variance_masking=1", "true or false"),

@@ -89,10 +89,6 @@ def test_offline_overlaps_with_offset_0():
             ("trainer.v1.delayed_sync.overlap=yes",),
             r"trainer.v1.delayed_sync.overlap='yes' is invalid: allowed values are true or false",
         ),
-        (
-            ("actor_rollout_ref.hybrid_engine=false",),
-            r"actor_rollout_ref.hybrid_engine=False is invalid: allowed values are true",
-        ),
     ],
 )
 def test_overlap_rejections_name_the_key_and_the_reason(overrides, message):

@@ -16,7 +16,9 @@ The topology is the run's own ``trainer.nnodes`` / ``trainer.n_gpus_per_node`` (
 neither): the CPU profile is sized for it (:func:`verl_ext.cpu.profile.cpu_overrides_for`). With more than
 one node, :func:`run_main_ppo` runs ``main_ppo`` inside a :class:`~verl_ext.cpu.local_cluster.LocalRayCluster`
 of that many nodes, stopped afterwards; a :class:`CPURaySession` is given its topology (the largest its runs
-need) and starts such a cluster when it has several nodes.
+need) and starts such a cluster when it has several nodes. A run with the rollout engine on its own pool
+(``actor_rollout_ref.hybrid_engine=false``) also needs the engine's logical GPUs on its (one) node: its topology
+counts them (``Topology.engine_gpus``), and so must the session's.
 
 Each run writes into ``<base_dir>/<project>/``: ``<name>.jsonl`` (verl's file logger: every step's
 metrics), ``<name>/rollout_events.jsonl`` (the CPU rollout's weight events), ``<name>/checkpoints``
@@ -267,7 +269,7 @@ class CPURaySession:
     Use as a context manager; ``run(CPURun(...))`` returns a :class:`CPURunResult`. Environment variables
     of the CPU profile are set in this process before Ray starts (Ray's workers inherit them), and
     ``VERL_FILE_LOGGER_ROOT`` points verl's file logger at ``base_dir``. ``topology`` sizes the cluster: a
-    one-node Ray with ``n_gpus_per_node`` logical GPUs, or a :class:`~verl_ext.cpu.local_cluster.LocalRayCluster`
+    one-node Ray with ``n_gpus_per_node`` (+ ``engine_gpus``) logical GPUs, or a :class:`~verl_ext.cpu.local_cluster.LocalRayCluster`
     of ``nnodes`` such nodes; each run must fit in it (a smaller run fits).
     """
 
@@ -374,11 +376,13 @@ class CPURaySession:
     def check_fits(self, run: CPURun) -> None:
         """A run whose topology this session's Ray cannot place is refused, naming its keys."""
         needed, have = run.topology, self.topology
-        if needed.nnodes > have.nnodes or needed.n_gpus_per_node > have.n_gpus_per_node:
+        if not needed.fits_in(have):
+            engine = f" + {needed.engine_gpus} engine GPU(s) of its own pool" if needed.engine_gpus else ""
+            have_engine = f" + {have.engine_gpus} for an engine's own pool" if have.engine_gpus else ""
             raise ValueError(
-                f"CPU run {run.name!r}: trainer.nnodes={needed.nnodes} trainer.n_gpus_per_node={needed.n_gpus_per_node} "
-                f"does not fit this CPURaySession ({have.nnodes} node(s) of {have.n_gpus_per_node} logical GPU(s)): "
-                "give the session a topology at least as large"
+                f"CPU run {run.name!r}: trainer.nnodes={needed.nnodes} trainer.n_gpus_per_node={needed.n_gpus_per_node}"
+                f"{engine} does not fit this CPURaySession ({have.nnodes} node(s) of {have.n_gpus_per_node} logical "
+                f"GPU(s){have_engine}): give the session a topology at least as large"
             )
 
     def run(self, run: CPURun) -> CPURunResult:
@@ -459,6 +463,10 @@ class CPURaySession:
 
 def run_all(runs: Sequence[CPURun], base_dir: Path, assets_dir: Path) -> list[CPURunResult]:
     """Run several CPU runs in one :class:`CPURaySession` (in order), sized for the largest of them."""
-    topology = Topology(max(run.topology.nnodes for run in runs), max(run.topology.n_gpus_per_node for run in runs))
+    topology = Topology(
+        max(run.topology.nnodes for run in runs),
+        max(run.topology.n_gpus_per_node for run in runs),
+        max(run.topology.gpus_per_node for run in runs) - max(run.topology.n_gpus_per_node for run in runs),
+    )
     with CPURaySession(base_dir, assets_dir, topology=topology) as session:
         return [session.run(run) for run in runs]

@@ -5,6 +5,9 @@
 - rollout ``cpu``: the replica class in ``verl.workers.rollout.replica.RolloutReplicaRegistry`` (public)
   and the trainer-side adapter in ``verl.workers.rollout.base._ROLLOUT_REGISTRY`` (a private dict: verl
   0.9.1 has no function to add to it; ``tests/cpu/test_registration.py`` fails if that changes).
+- checkpoint-engine backend ``gloo`` (:mod:`verl_ext.cpu.checkpoint_engine`) in
+  ``verl.checkpoint_engine.CheckpointEngineRegistry`` (public), when and wherever verl imports that registry
+  (its module imports verl's rollout stack, seconds; a process that never moves weights never pays it);
 - the patches of :mod:`verl_ext.cpu.patches`, only when the CPU platform is selected.
 
 Nothing here imports verl at module import time, nor a verl_ext module that does: verl runs this while
@@ -13,10 +16,18 @@ Nothing here imports verl at module import time, nor a verl_ext module that does
 
 from __future__ import annotations
 
+import wrapt
+
 from verl_ext.cpu.platform import PLATFORM_NAME, cpu_platform_class, is_cpu_platform_selected
 
 ROLLOUT_NAME = "cpu"
 SERVER_ADAPTER_PATH = "verl_ext.cpu.server_adapter.CPUServerAdapter"
+CHECKPOINT_ENGINE_MODULE = "verl.checkpoint_engine.base"
+
+
+def _register_checkpoint_engine(_base_module) -> None:
+    # importing the module registers its backend (and refuses to replace another class of that name)
+    import verl_ext.cpu.checkpoint_engine  # noqa: F401
 
 
 def _load_cpu_rollout_replica() -> type:
@@ -36,6 +47,7 @@ def register_cpu_backend() -> None:
         PlatformRegistry.register(platform=PLATFORM_NAME)(platform_class)
     RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_cpu_rollout_replica)
     rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = SERVER_ADAPTER_PATH
+    wrapt.register_post_import_hook(_register_checkpoint_engine, CHECKPOINT_ENGINE_MODULE)
 
     if is_cpu_platform_selected():
         from verl_ext.cpu.patches import apply_cpu_patches

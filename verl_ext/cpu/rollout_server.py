@@ -66,6 +66,7 @@ CHECKPOINT = "checkpoint"  # loaded from the model path at start-up
 PUSHED = "pushed"  # filled by the last weight push
 DISCARDED = "discarded"  # freed by a level-2 sleep
 ALLOCATED = "allocated"  # re-allocated by wake_up(tags=["weights"]), uninitialised until the next push
+INCOMPLETE = "incomplete"  # a push failed part-way: a mix of two versions, unusable until a complete push
 USABLE_WEIGHTS = (CHECKPOINT, PUSHED)
 
 
@@ -297,6 +298,7 @@ class CPURolloutServer:
                 DISCARDED: "sleep() discarded the weights (level 2, as colocated vLLM) and none were pushed since",
                 ALLOCATED: "wake_up() re-allocated the weights after sleep() discarded them, "
                 "but update_weights has not filled them",
+                INCOMPLETE: "the last weight push failed part-way, so the weights mix two versions",
             }.get(self.weights, f"weights are {self.weights!r}")
         if problem is not None:
             self._record("generate_rejected", request_ids=request_ids, reason=problem)
@@ -404,6 +406,16 @@ class CPURolloutServer:
                 num_tensors=len(received),
             )
         return record
+
+    async def abort_weight_update(self, reason: str) -> dict[str, Any]:
+        """A push failed part-way (its sender died, its transfer was damaged): whatever it loaded mixes two
+        versions, so the weights become unusable until a complete push (generating raises meanwhile)."""
+        async with self._engine_lock:
+            update, self._update = self._update, None
+            loaded = len(update["digests"]) if update else 0
+            if loaded:
+                self.weights, self.checksum = INCOMPLETE, None
+            return self._record("update_aborted", reason=reason, tensors_loaded=loaded)
 
     async def set_global_steps(self, global_steps: int):
         self.global_steps = global_steps

@@ -7,8 +7,10 @@ hands it a stream of ``(name, tensor)`` pairs; it forwards them to its replica's
 ``checkpoint_engine.update_weights_bucket_megabytes``, as verl's vLLM adapter streams buckets over
 CUDA IPC. With no shared device memory on a CPU the tensors travel through Ray's object store, cast to the
 rollout dtype; the adapter checksums what it sends and the server refuses a push whose received checksum
-differs. ``resume`` and ``release`` map to the server's ``wake_up`` and ``sleep`` exactly when verl's vLLM
-adapter does (only with ``free_cache_engine``).
+differs. A stream that breaks part-way (a checkpoint engine whose peer died) makes the server drop the
+half-loaded weights (``abort_weight_update``): it refuses to generate until a complete push. ``resume`` and
+``release`` map to the server's ``wake_up`` and ``sleep`` exactly when verl's vLLM adapter does (only with
+``free_cache_engine``).
 """
 
 from __future__ import annotations
@@ -110,18 +112,24 @@ class CPUServerAdapter(_base_rollout()):
         bucket: list[tuple[str, torch.Tensor]] = []
         bucket_bytes = 0
         await server.begin_weight_update.remote()
-        async for name, tensor in ensure_async_iterator(weights):
-            if hasattr(tensor, "full_tensor"):
-                tensor = tensor.full_tensor()
-            sent = tensor.detach().to(device="cpu", dtype=self.dtype).clone()
-            digests[name] = tensor_digest(name, sent)
-            bucket.append((name, sent))
-            bucket_bytes += sent.numel() * sent.element_size()
-            if bucket_bytes >= bucket_limit:
+        try:
+            async for name, tensor in ensure_async_iterator(weights):
+                if hasattr(tensor, "full_tensor"):
+                    tensor = tensor.full_tensor()
+                sent = tensor.detach().to(device="cpu", dtype=self.dtype).clone()
+                digests[name] = tensor_digest(name, sent)
+                bucket.append((name, sent))
+                bucket_bytes += sent.numel() * sent.element_size()
+                if bucket_bytes >= bucket_limit:
+                    await server.load_weight_bucket.remote(bucket)
+                    bucket, bucket_bytes = [], 0
+            if bucket:
                 await server.load_weight_bucket.remote(bucket)
-                bucket, bucket_bytes = [], 0
-        if bucket:
-            await server.load_weight_bucket.remote(bucket)
+        except BaseException as error:
+            # the stream broke part-way (e.g. the checkpoint engine lost its sender): what was loaded mixes two
+            # versions, so the server must not generate from it
+            await server.abort_weight_update.remote(reason=f"{type(error).__name__}: {error}")
+            raise
         self.last_push = await server.finish_weight_update.remote(
             global_steps=global_steps, sent_checksum=combine_digests(digests)
         )

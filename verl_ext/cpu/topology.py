@@ -12,6 +12,11 @@ all a larger run needs:
 
 - per node, G logical GPUs and ``16 + 3 (G - 1)`` logical CPUs (each extra bundle takes 3; the 16 of a
   one-rank run leave room for the TaskRunner, TransferQueue, agent-loop and reward workers);
+- with the rollout engine on its own pool (``actor_rollout_ref.hybrid_engine=false``, the explorer/trainer
+  split), E = ``rollout.nnodes`` x ``rollout.n_gpus_per_node`` more logical GPUs on the (one) node, and 2
+  logical CPUs for each (verl's standalone replicas ask for bundles of ``max_colocate_count`` = 2): the
+  trainer ranks keep their G, the engine's replicas (one per logical GPU, the CPU rollout having one process
+  per replica) get the E;
 - ``ppo_micro_batch_size_per_gpu = ppo_mini_batch_size x n / W`` and
   ``log_prob_micro_batch_size_per_gpu = train_batch_size x n / W``: every rank's share in one pass, as at
   W = 1;
@@ -27,7 +32,8 @@ own Ray and never attaches to a cluster someone else started on this machine).
 :func:`check_cpu_topology` (called by :mod:`verl_ext.run_checks` in the driver, before Ray) refuses what
 would otherwise fail after Ray started, or hang: a tensor/data/pipeline-parallel rollout (the CPU rollout
 has one process per replica), N > 1 without such a cluster, more GPUs or bundle CPUs per node than Ray is
-given (verl's placement group would wait forever).
+given (verl's placement group would wait forever), an engine on its own pool with N > 1 (the local
+cluster's nodes have the trainer's logical GPUs only).
 
 Importing this module does not import verl.
 """
@@ -47,6 +53,9 @@ RAY_NUM_GPUS = "ray_kwargs.ray_init.num_gpus"
 TRAIN_BATCH_SIZE = "data.train_batch_size"
 ROLLOUT_N = "actor_rollout_ref.rollout.n"
 MINI_BATCH_SIZE = "actor_rollout_ref.actor.ppo_mini_batch_size"
+HYBRID_ENGINE = "actor_rollout_ref.hybrid_engine"
+ENGINE_NNODES = "actor_rollout_ref.rollout.nnodes"
+ENGINE_GPUS_PER_NODE = "actor_rollout_ref.rollout.n_gpus_per_node"
 ROLLOUT_PARALLEL_SIZES = tuple(
     f"actor_rollout_ref.rollout.{name}"
     for name in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size")
@@ -60,6 +69,8 @@ LOCAL_RAY = "local"
 BUNDLE_CPUS = 3
 # the logical CPUs of a one-rank CPU run (room for the TaskRunner and the other single workers)
 BASE_CPUS = 16
+# verl's standalone rollout replicas (the engine on its own pool): bundles {"CPU": 2, "GPU": 1}
+ENGINE_BUNDLE_CPUS = 2
 # what verl's actors hold besides the bundles: the TaskRunner (num_cpus=1) and each reward worker (num_cpus=1)
 TASK_RUNNER_CPUS = 1
 # Memory of a CPU run on the tiny model, measured (benchmarks/bench_scale.py, peak PSS of every process):
@@ -70,19 +81,34 @@ RUN_GIB, RANK_GIB = 5.0, 1.5
 
 @dataclass(frozen=True)
 class Topology:
-    """``trainer.nnodes`` x ``trainer.n_gpus_per_node``: the trainer ranks of a run and the nodes they are on."""
+    """``trainer.nnodes`` x ``trainer.n_gpus_per_node``: the trainer ranks of a run and the nodes they are on;
+    ``engine_gpus``: the logical GPUs of the rollout engine's own pool (0: the engine is colocated with the
+    actor, ``hybrid_engine=true``)."""
 
     nnodes: int = 1
     n_gpus_per_node: int = 1
+    engine_gpus: int = 0
 
     def __post_init__(self) -> None:
         for key, value in ((NNODES, self.nnodes), (N_GPUS_PER_NODE, self.n_gpus_per_node)):
             if not is_int(value) or value < 1:
                 reject(key, value, "an integer >= 1")
+        if not is_int(self.engine_gpus) or self.engine_gpus < 0:
+            reject(f"{ENGINE_NNODES} x {ENGINE_GPUS_PER_NODE}", self.engine_gpus, "an integer >= 0")
+
+    @property
+    def gpus_per_node(self) -> int:
+        """Ray's logical GPUs on one node: the trainer's, and the engine's own pool's (one node only)."""
+        return self.n_gpus_per_node + self.engine_gpus
 
     @property
     def world_size(self) -> int:
         return self.nnodes * self.n_gpus_per_node
+
+    @property
+    def rollout_replicas(self) -> int:
+        """The CPU rollout's replicas (one process each): one per trainer rank, or one per engine GPU of its own pool."""
+        return self.engine_gpus or self.world_size
 
     @property
     def memory_lower_bound_gib(self) -> float:
@@ -91,13 +117,18 @@ class Topology:
 
     @property
     def logical_cpus_per_node(self) -> int:
-        """Ray's logical CPUs on each node: the one-rank run's 16, plus 3 for every further bundle."""
-        return BASE_CPUS + BUNDLE_CPUS * (self.n_gpus_per_node - 1)
+        """Ray's logical CPUs on each node: the one-rank run's 16, plus 3 for every further trainer bundle and 2
+        for every engine bundle."""
+        return BASE_CPUS + BUNDLE_CPUS * (self.n_gpus_per_node - 1) + ENGINE_BUNDLE_CPUS * self.engine_gpus
 
     @classmethod
     def from_overrides(cls, overrides: Iterable[str], default: "Topology | None" = None) -> "Topology":
         """The topology Hydra overrides set (the last value of each key wins, as in Hydra); ``default``'s
-        value for a key they do not set. A value that is not an integer >= 1 raises, naming the key."""
+        value for a key they do not set. A value that is not an integer >= 1 raises, naming the key.
+
+        The engine's pool counts with ``actor_rollout_ref.hybrid_engine=false`` only, sized as verl sizes it
+        (``rollout.nnodes``, default 0, x ``rollout.n_gpus_per_node``, default ``trainer.n_gpus_per_node``); a
+        value that is no count leaves it 0 here: the driver's delayed_sync checks name the key."""
         default = default or cls()
         values = {NNODES: default.nnodes, N_GPUS_PER_NODE: default.n_gpus_per_node}
         overrides = list(overrides)
@@ -108,10 +139,42 @@ class Topology:
                     values[key] = int(text)
                 except ValueError:
                     reject(key, text, "an integer >= 1")
-        return cls(values[NNODES], values[N_GPUS_PER_NODE])
+        engine_gpus = default.engine_gpus
+        hybrid = override_value(overrides, HYBRID_ENGINE)
+        if hybrid is not None:
+            engine_gpus = 0
+            if hybrid.strip().lower() == "false":
+                nodes = _count(override_value(overrides, ENGINE_NNODES), 0)
+                per_node = _count(override_value(overrides, ENGINE_GPUS_PER_NODE), values[N_GPUS_PER_NODE])
+                engine_gpus = nodes * per_node
+        return cls(values[NNODES], values[N_GPUS_PER_NODE], engine_gpus)
 
     def overrides(self) -> list[str]:
-        return [f"{NNODES}={self.nnodes}", f"{N_GPUS_PER_NODE}={self.n_gpus_per_node}"]
+        engine = (
+            [f"{HYBRID_ENGINE}=false", f"{ENGINE_NNODES}=1", f"{ENGINE_GPUS_PER_NODE}={self.engine_gpus}"]
+            if self.engine_gpus
+            else []
+        )
+        return [f"{NNODES}={self.nnodes}", f"{N_GPUS_PER_NODE}={self.n_gpus_per_node}", *engine]
+
+    def fits_in(self, other: "Topology") -> bool:
+        """Whether a run of this topology can be placed in a Ray sized for ``other``."""
+        return (
+            self.nnodes <= other.nnodes
+            and self.n_gpus_per_node <= other.n_gpus_per_node
+            and self.gpus_per_node <= other.gpus_per_node
+        )
+
+
+def _count(text: str | None, default: int) -> int:
+    """An engine-pool count as an override writes it; ``default`` when unset, 0 when it is no count >= 0."""
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        return 0
+    return max(value, 0)
 
 
 def override_value(overrides: Iterable[str], key: str) -> str | None:
@@ -163,7 +226,7 @@ def ray_init_overrides(topology: Topology) -> list[str]:
         return [
             f"+{RAY_ADDRESS}={LOCAL_RAY}",
             f"{RAY_NUM_CPUS}={topology.logical_cpus_per_node}",
-            f"+{RAY_NUM_GPUS}={topology.n_gpus_per_node}",
+            f"+{RAY_NUM_GPUS}={topology.gpus_per_node}",
         ]
     return [f"+{RAY_ADDRESS}=${{oc.env:{RAY_ADDRESS_ENV},{LOCAL_RAY}}}", f"{RAY_NUM_CPUS}=null"]
 
@@ -224,10 +287,19 @@ def check_cpu_topology(config: Any) -> None:
     nnodes, gpus = _select(config, NNODES), _select(config, N_GPUS_PER_NODE)
     if not (is_int(nnodes) and is_int(gpus)):
         return  # check_batch_arithmetic names them
-    topology = Topology(nnodes, gpus)
+    topology = Topology(nnodes, gpus, engine_gpus_of(config))
     check_memory(topology)
     address = _select(config, RAY_ADDRESS)
     starts_its_own_ray = address in (None, "", LOCAL_RAY)
+    if topology.engine_gpus and topology.nnodes > 1:
+        reject(
+            NNODES,
+            topology.nnodes,
+            f"1 on a CPU run with the rollout engine on its own pool ({HYBRID_ENGINE}=false)",
+            "The nodes of a local CPU cluster have the trainer's logical GPUs only: the engine's replicas would "
+            "wait for a GPU forever. Put the trainer ranks on one node (trainer.n_gpus_per_node) with the engine "
+            "beside them, or colocate the engine.",
+        )
     if topology.nnodes > 1 and starts_its_own_ray:
         reject(
             NNODES,
@@ -242,23 +314,37 @@ def check_cpu_topology(config: Any) -> None:
     if not starts_its_own_ray:
         return  # a cluster's nodes were sized when they started (verl_ext.cpu.local_cluster sizes them)
     ray_gpus = _select(config, RAY_NUM_GPUS)
-    if ray_gpus is None or not isinstance(ray_gpus, (int, float)) or ray_gpus < topology.n_gpus_per_node:
+    engine = f" + {ENGINE_NNODES} x {ENGINE_GPUS_PER_NODE} = {topology.gpus_per_node}" if topology.engine_gpus else ""
+    if ray_gpus is None or not isinstance(ray_gpus, (int, float)) or ray_gpus < topology.gpus_per_node:
         reject(
             RAY_NUM_GPUS,
             ray_gpus,
-            f"at least {N_GPUS_PER_NODE} = {topology.n_gpus_per_node}",
-            "A CPU run's logical GPUs place its trainer ranks (the CPU profile sets it from trainer.n_gpus_per_node "
-            "when the topology keys come before it; put the profile after them or derive it again). verl would "
-            "refuse it only after Ray started.",
+            f"at least {N_GPUS_PER_NODE}{engine}" if engine else f"at least {N_GPUS_PER_NODE} = {topology.n_gpus_per_node}",
+            "A CPU run's logical GPUs place its trainer ranks and the replicas of an engine on its own pool (the CPU "
+            "profile sets it from trainer.n_gpus_per_node and the engine's pool when those keys come before it; put "
+            "the profile after them or derive it again). verl would refuse it only after Ray started, or wait "
+            "forever for the engine's GPUs.",
         )
     ray_cpus = _select(config, RAY_NUM_CPUS)
-    needed = BUNDLE_CPUS * topology.n_gpus_per_node + TASK_RUNNER_CPUS
+    needed = BUNDLE_CPUS * topology.n_gpus_per_node + ENGINE_BUNDLE_CPUS * topology.engine_gpus + TASK_RUNNER_CPUS
+    engine_cpus = f" + {ENGINE_BUNDLE_CPUS} x {topology.engine_gpus} engine GPUs" if topology.engine_gpus else ""
     if ray_cpus is not None and (not isinstance(ray_cpus, (int, float)) or ray_cpus < needed):
         reject(
             RAY_NUM_CPUS,
             ray_cpus,
-            f"at least {BUNDLE_CPUS} x {N_GPUS_PER_NODE} + {TASK_RUNNER_CPUS} = {needed} (logical CPUs; "
+            f"at least {BUNDLE_CPUS} x {N_GPUS_PER_NODE}{engine_cpus} + {TASK_RUNNER_CPUS} = {needed} (logical CPUs; "
             f"the CPU profile sets {topology.logical_cpus_per_node})",
-            f"verl's placement group asks for {BUNDLE_CPUS} logical CPUs per trainer rank and would wait for them "
-            "forever.",
+            f"verl's placement groups ask for {BUNDLE_CPUS} logical CPUs per trainer rank (and {ENGINE_BUNDLE_CPUS} "
+            "per engine replica) and would wait for them forever.",
         )
+
+
+def engine_gpus_of(config: Any) -> int:
+    """The logical GPUs of the engine's own pool in a composed config (0 when colocated, or when its keys are no
+    counts: the driver's delayed_sync checks name them)."""
+    if _select(config, HYBRID_ENGINE) is not False:
+        return 0
+    nodes, per_node = _select(config, ENGINE_NNODES), _select(config, ENGINE_GPUS_PER_NODE)
+    if not (is_int(nodes) and is_int(per_node)) or nodes < 1 or per_node < 1:
+        return 0
+    return nodes * per_node

@@ -6,13 +6,16 @@ later winning (:func:`verl_ext.experiments.overrides.merge_overrides`):
 1. the profile (Table 1 + our resources), the algorithm preset, the staleness setting, the learning rate,
    zero-variance masking;
 2. names, logger and nodes (``trainer.project_name``, ``experiment_name``, ``logger``, ``nnodes``,
-   ``n_gpus_per_node``);
+   ``n_gpus_per_node``), and with ``ENGINE_GPUS_PER_NODE`` the rollout engine on its own pool (weights through
+   verl's ``nccl``; :func:`verl_ext.staleness.config.engine_pool_overrides`);
 3. the figure's own overrides, then the user's (command-line) overrides;
 4. in a smoke mode, the CPU or GPU smoke profile (:mod:`verl_ext.cpu.profile`, :mod:`verl_ext.gpu.profile`:
    tiny model and data, the CPU platform or one GPU) and the smoke caps (2 steps, no checkpoint, no resume),
    after the user's so that a smoke run stays small whatever the script sets. The CPU smoke keeps the
    topology the figure's or the user's overrides set (``trainer.nnodes``, ``trainer.n_gpus_per_node``; world
-   size 1 without them, not ``N_GPUS_PER_NODE``'s GPU default of 8): it is sized for it and repeats it;
+   size 1 without them, not ``N_GPUS_PER_NODE``'s GPU default of 8): it is sized for it and repeats it; with
+   ``ENGINE_GPUS_PER_NODE`` it keeps the split too, with one logical GPU for the engine and weights through
+   verl-ext's ``gloo``;
 5. bookkeeping: the checkpoint folder and verl's file-logger path (in Ray's runtime environment, so every
    worker on every node writes the metrics where ``verl-ext plot`` reads them).
 
@@ -33,9 +36,11 @@ from verl_ext.experiments.overrides import hydra_list, hydra_string, merge_overr
 from verl_ext.experiments.profiles import Profile
 from verl_ext.experiments.run_names import check_name, run_name
 from verl_ext.experiments.settings import Setting
+from verl_ext.checkpoint_backends import CPU_BACKEND, GPU_BACKEND
 from verl_ext.metrics_file import file_logger_path
 from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME
 from verl_ext.recipe import config_dir as recipe_config_dir
+from verl_ext.staleness.config import engine_pool_overrides
 from verl_ext.run_description import RunDescription
 
 SMOKE_STEPS = 2
@@ -105,6 +110,13 @@ def parse_learning_rates(text: str, what: str = "LEARNING_RATES") -> list[float]
     return rates
 
 
+def engine_overrides(environment: RunEnvironment) -> list[str]:
+    """With ``ENGINE_GPUS_PER_NODE``: the rollout engine on its own pool, weights through verl's ``nccl``."""
+    if not environment.engine_on_own_pool:
+        return []
+    return engine_pool_overrides(environment.engine_nnodes, environment.engine_gpus_per_node, GPU_BACKEND)
+
+
 def smoke_overrides(environment: RunEnvironment, user_overrides: Sequence[str] = ()) -> list[str]:
     """The smoke profile of the environment's mode (empty outside a smoke mode), then the smoke caps. The CPU
     profile takes its topology from ``user_overrides`` (the figure's, then the user's)."""
@@ -112,11 +124,18 @@ def smoke_overrides(environment: RunEnvironment, user_overrides: Sequence[str] =
         from verl_ext.cpu.profile import cpu_overrides
         from verl_ext.cpu.topology import Topology
 
-        topology = Topology.from_overrides(user_overrides)
-        return [*cpu_overrides(environment.tiny_assets, topology=topology), *SMOKE_CAPS]
+        # the split on the CPU: one logical GPU for the engine, weights over gloo (the profile gives Ray the
+        # trainer's logical GPUs and the engine's)
+        split = engine_pool_overrides(1, 1, CPU_BACKEND) if environment.engine_on_own_pool else []
+        topology = Topology.from_overrides([*user_overrides, *split])
+        return [*cpu_overrides(environment.tiny_assets, topology=topology), *split, *SMOKE_CAPS]
     if environment.smoke == "gpu":
         from verl_ext.gpu.profile import gpu_smoke_overrides
 
+        if environment.engine_on_own_pool:
+            raise ValueError(
+                f"ENGINE_GPUS_PER_NODE={environment.engine_gpus_per_node}: the GPU smoke runs on one GPU, and an engine "
+                "on its own pool needs a second one; check the split with VERL_EXT_DRY_RUN=1 or VERL_EXT_CPU_SMOKE=1")
         return [*gpu_smoke_overrides(environment.tiny_gpu_assets), *SMOKE_CAPS]
     return []
 
@@ -175,6 +194,7 @@ def _cell(grid: Grid, environment: RunEnvironment, algorithm: AlgorithmChoice, s
             f"trainer.nnodes={environment.nnodes}",
             f"trainer.n_gpus_per_node={environment.n_gpus_per_node}",
         ],
+        engine_overrides(environment),
         grid.overrides,
         smoke,
         [f"trainer.default_local_dir={hydra_string(str(checkpoints))}", f"{LOGGER_PATH_KEY}={hydra_string(str(metrics_file))}"],

@@ -12,6 +12,10 @@ MODEL_PATH               the profile's hub model                     a local mod
 DATA_DIR                 ``<root>/data``                             ``$DATA_DIR/<dataset>/{train,test}.parquet``
 RAW_DATA_PATH            unset: download                             raw files for data_prep (``--local_dataset_path``)
 N_GPUS_PER_NODE, NNODES  8, 1                                        ``trainer.n_gpus_per_node``, ``trainer.nnodes``
+ENGINE_GPUS_PER_NODE,    unset: the engine shares the trainer's GPUs  set: the rollout engine on its own pool of
+ENGINE_NNODES            (1 when ENGINE_GPUS_PER_NODE is set)        ENGINE_NNODES x ENGINE_GPUS_PER_NODE GPUs, weights
+                                                                     through verl's ``nccl`` checkpoint engine
+                                                                     (``actor_rollout_ref.hybrid_engine=false``)
 PROJECT_NAME             the figure / ``verl-ext-<profile>``         ``trainer.project_name``, the metrics folder
 EXPERIMENT_NAME          the run name                                one run: its name; a grid: a prefix of each name
 LOGGER                   ``console,file``                            ``trainer.logger`` (``file`` always added)
@@ -91,6 +95,8 @@ class RunEnvironment:
     raw_data_path: Optional[str] = None
     n_gpus_per_node: int = 8
     nnodes: int = 1
+    engine_gpus_per_node: Optional[int] = None  # None: the engine is colocated with the actor
+    engine_nnodes: int = 1
     project_name: Optional[str] = None
     experiment_name: Optional[str] = None
     logger: tuple[str, ...] = ("console", "file")
@@ -105,6 +111,10 @@ class RunEnvironment:
     cpu_smoke: bool = False
     gpu_smoke: bool = False
     skip_gpu_check: bool = False
+
+    @property
+    def engine_on_own_pool(self) -> bool:
+        return self.engine_gpus_per_node is not None
 
     @property
     def smoke(self) -> Optional[str]:
@@ -263,6 +273,11 @@ def read_environment(environ: Optional[Mapping[str, str]] = None) -> RunEnvironm
         if not os.path.exists(os.path.expanduser(raw)):
             raise EnvironmentValueError(f"RAW_DATA_PATH={raw!r} does not exist (the raw files data_prep reads; unset "
                                         "it to download them)")
+    engine_gpus_per_node = _count(environ, "ENGINE_GPUS_PER_NODE", None)
+    if engine_gpus_per_node is None and _get(environ, "ENGINE_NNODES") is not None:
+        raise EnvironmentValueError(
+            f"ENGINE_NNODES={_get(environ, 'ENGINE_NNODES')!r} needs ENGINE_GPUS_PER_NODE (the GPUs per node of the "
+            "engine's own pool); without it the engine shares the trainer's GPUs")
     return RunEnvironment(
         data_dir=_path(environ, "DATA_DIR", root / "data", holds_data_files=True),
         output_dir=_path(environ, "OUTPUT_DIR", root / "outputs"),
@@ -272,6 +287,8 @@ def read_environment(environ: Optional[Mapping[str, str]] = None) -> RunEnvironm
         raw_data_path=raw,
         n_gpus_per_node=_count(environ, "N_GPUS_PER_NODE", 8),
         nnodes=_count(environ, "NNODES", 1),
+        engine_gpus_per_node=engine_gpus_per_node,
+        engine_nnodes=_count(environ, "ENGINE_NNODES", 1),
         project_name=names["PROJECT_NAME"],
         experiment_name=names["EXPERIMENT_NAME"],
         logger=_logger(environ),

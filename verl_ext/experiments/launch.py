@@ -67,6 +67,14 @@ class Tools:
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
+def gpus_needed_here(environment: RunEnvironment) -> int:
+    """GPUs this node must have: the trainer's per node, plus the engine's when both pools are one node each (the
+    common split of one node, e.g. 4 + 4 of 8; across nodes Ray places the pools, this node holds one of them)."""
+    if environment.engine_on_own_pool and environment.nnodes == environment.engine_nnodes == 1:
+        return environment.n_gpus_per_node + environment.engine_gpus_per_node
+    return environment.n_gpus_per_node
+
+
 def require_gpus(needed: int, environment: RunEnvironment, entry: str, tools: Tools) -> None:
     """Stop (exit 1) before anything starts when this node has fewer NVIDIA GPUs than ``needed``."""
     if environment.skip_gpu_check:
@@ -74,9 +82,11 @@ def require_gpus(needed: int, environment: RunEnvironment, entry: str, tools: To
     found = tools.count_gpus()
     if found >= needed:
         return
+    engine = (f", ENGINE_GPUS_PER_NODE={environment.engine_gpus_per_node}, ENGINE_NNODES={environment.engine_nnodes}"
+              if environment.engine_on_own_pool else "")
     raise LaunchStop(
         f"[verl-ext] This run needs {needed} GPU(s) per node (N_GPUS_PER_NODE={environment.n_gpus_per_node}, "
-        f"NNODES={environment.nnodes});\n"
+        f"NNODES={environment.nnodes}{engine});\n"
         f"[verl-ext] found {found} NVIDIA GPU(s) on this machine (nvidia-smi, CUDA_VISIBLE_DEVICES). Nothing was started.\n"
         f"[verl-ext]   check the full configuration without a GPU:  VERL_EXT_DRY_RUN=1 {entry}\n"
         f"[verl-ext]   run it for real for 2 steps on the CPU:      VERL_EXT_CPU_SMOKE=1 {entry}\n"
@@ -208,7 +218,7 @@ def launch(cells: Sequence[Cell], environment: RunEnvironment, entry: str, tools
         return 0 if check_cells(cells, quiet=False) else 1
     check_output_paths(cells, environment)
     if environment.smoke is None:
-        require_gpus(environment.n_gpus_per_node, environment, entry, tools)
+        require_gpus(gpus_needed_here(environment), environment, entry, tools)
         if not check_cells(cells, quiet=True):
             raise LaunchStop("[verl-ext] error: the configuration check failed (above): nothing was prepared or started")
     else:

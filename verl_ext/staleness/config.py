@@ -108,9 +108,11 @@ def read_delayed_sync_block(block: Any) -> DelayedSyncConfig:
 def delayed_sync_config_from(config: DictConfig) -> DelayedSyncConfig:
     """Validate a full verl config for ``trainer.v1.trainer_mode=delayed_sync`` and return its block.
 
-    Besides the block's own values, rejects the verl features this mode cannot honour: a rollout that is
-    not colocated with the actor, no behaviour log-probs from the rollout, and the replay-buffer features
-    that generate extra prompts in the middle of a step (the rollout engine is asleep then, without weights).
+    Besides the block's own values, rejects the verl features this mode cannot honour: no behaviour log-probs
+    from the rollout, the replay-buffer features that generate extra prompts in the middle of a step (the
+    rollout engine is asleep then, without weights, or busy with scheduled batches), an engine pool that cannot
+    hold its replicas or a checkpoint engine that does not exist (``hybrid_engine=false``), and the split's keys
+    when they would be ignored (``hybrid_engine=true``).
     """
     mode = OmegaConf.select(config, "trainer.v1.trainer_mode")
     if mode != TRAINER_MODE:
@@ -118,12 +120,6 @@ def delayed_sync_config_from(config: DictConfig) -> DelayedSyncConfig:
     block = read_delayed_sync_block(OmegaConf.select(config, CONFIG_KEY))
 
     requirements = [
-        (
-            "actor_rollout_ref.hybrid_engine",
-            True,
-            "true",
-            "delayed_sync drives the colocated (hybrid engine) rollout.",
-        ),
         (
             "actor_rollout_ref.rollout.calculate_log_probs",
             True,
@@ -160,16 +156,144 @@ def delayed_sync_config_from(config: DictConfig) -> DelayedSyncConfig:
         value = OmegaConf.select(config, key, default=None)
         if value:
             _reject(key, value, "null with delayed_sync", "The mode selects each step's batch itself.")
+    split = engine_on_own_pool(config)
+    if split:
+        _check_engine_pool(config)
+    else:
+        _check_colocated_engine(config)
     if block.zero_variance_masking:
         _check_zero_variance_masking(config)
     if block.overlap:
-        _check_overlap(config, block)
+        _check_overlap(config, block, split)
     return block
 
 
-def _check_overlap(config: DictConfig, block: DelayedSyncConfig) -> None:
+HYBRID_ENGINE = "actor_rollout_ref.hybrid_engine"
+ENGINE_NODES = "actor_rollout_ref.rollout.nnodes"
+ENGINE_GPUS_PER_NODE = "actor_rollout_ref.rollout.n_gpus_per_node"
+ENGINE_PARALLEL_SIZES = (
+    "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "actor_rollout_ref.rollout.data_parallel_size",
+    "actor_rollout_ref.rollout.pipeline_model_parallel_size",
+)
+
+
+def engine_on_own_pool(config: DictConfig) -> bool:
+    """``actor_rollout_ref.hybrid_engine=false``: the rollout engine runs on its own resource pool (the split)."""
+    value = OmegaConf.select(config, HYBRID_ENGINE, default=True)
+    if not isinstance(value, bool):
+        _reject(HYBRID_ENGINE, value, "true (engine colocated with the actor) or false (engine on its own GPUs)")
+    return not value
+
+
+def engine_pool_overrides(nnodes: int, gpus_per_node: int, backend: str) -> list[str]:
+    """The overrides that put the rollout engine on its own pool of ``nnodes`` x ``gpus_per_node`` GPUs, resident,
+    with weights through checkpoint-engine ``backend`` (the run scripts, the benchmarks and the tests build the
+    split with them)."""
+    from verl_ext.checkpoint_backends import BACKEND_KEY
+
+    return [
+        f"{HYBRID_ENGINE}=false",
+        f"{ENGINE_NODES}={nnodes}",
+        f"{ENGINE_GPUS_PER_NODE}={gpus_per_node}",
+        "actor_rollout_ref.rollout.free_cache_engine=false",
+        f"{BACKEND_KEY}={backend}",
+    ]
+
+
+def engine_gpus(config: DictConfig) -> int:
+    """GPUs of the engine's pool (``rollout.nnodes`` x ``rollout.n_gpus_per_node``), after :func:`_check_engine_pool`."""
+    return int(OmegaConf.select(config, ENGINE_NODES)) * int(OmegaConf.select(config, ENGINE_GPUS_PER_NODE))
+
+
+def _check_engine_pool(config: DictConfig) -> None:
+    """The split (``hybrid_engine=false``): the engine's pool exists and holds whole replicas, the engine keeps
+    its weights, the weights travel through a checkpoint engine that exists, and nothing needs the engine on the
+    actor's GPUs."""
+    why = f"with {HYBRID_ENGINE}=false (the rollout engine on its own GPUs)"
+    for key in (ENGINE_NODES, ENGINE_GPUS_PER_NODE):
+        require_int(key, OmegaConf.select(config, key, default=None), 1,
+                    f"The engine's pool must have GPUs {why} (verl's separate_async sizes it by the same keys).")
+    nodes, per_node = (int(OmegaConf.select(config, key)) for key in (ENGINE_NODES, ENGINE_GPUS_PER_NODE))
+    sizes = {key: OmegaConf.select(config, key, default=1) for key in ENGINE_PARALLEL_SIZES}
+    for key, value in sizes.items():
+        require_int(key, value, 1)
+    replica = 1
+    for value in sizes.values():
+        replica *= int(value)
+    total = nodes * per_node
+    layout = ", ".join(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in sizes.items())
+    fits = total % replica == 0 and (per_node % replica == 0 if replica <= per_node else replica % per_node == 0)
+    if not fits:
+        raise ConfigError(
+            f"{ENGINE_NODES}={nodes} x {ENGINE_GPUS_PER_NODE}={per_node} = {total} engine GPUs cannot hold whole "
+            f"rollout replicas of {replica} GPUs ({layout}) {why}: the engine GPUs must be a multiple of {replica}, "
+            f"and a replica must fill whole nodes or share a node evenly ({ENGINE_GPUS_PER_NODE} a multiple of "
+            f"{replica}, or {replica} a multiple of {ENGINE_GPUS_PER_NODE}); otherwise GPUs would sit idle or a "
+            "replica could not be placed."
+        )
+    free_cache_engine = OmegaConf.select(config, "actor_rollout_ref.rollout.free_cache_engine", default=True)
+    if free_cache_engine is not False:
+        _reject(
+            "actor_rollout_ref.rollout.free_cache_engine",
+            free_cache_engine,
+            f"false {why}",
+            "An engine on its own GPUs never lends them to the actor: it keeps its weights and KV cache, and new "
+            "weights reach it only through the checkpoint engine at the sync points.",
+        )
+    _reject_colocated_reward_model(
+        config,
+        why,
+        "A colocated reward model is put to sleep and woken with the rollout engine on the training GPUs; with the "
+        "engine on its own pool there is none there. Give it its own pool or use a rule-based reward.",
+    )
+    _check_checkpoint_engine(config, why)
+
+
+def _check_checkpoint_engine(config: DictConfig, why: str) -> None:
+    from verl_ext import checkpoint_backends
+
+    backend = OmegaConf.select(config, checkpoint_backends.BACKEND_KEY, default=checkpoint_backends.COLOCATED_BACKEND)
+    checkpoint_backends.import_custom_backend_module(
+        OmegaConf.select(config, checkpoint_backends.CUSTOM_MODULE_KEY, default=None))
+    status = checkpoint_backends.backend_status(str(backend))
+    remote = [name for name in status.registered if name != checkpoint_backends.COLOCATED_BACKEND]
+    allowed = f"a registered backend other than {checkpoint_backends.COLOCATED_BACKEND!r} {why}: {', '.join(remote)}"
+    if backend == checkpoint_backends.COLOCATED_BACKEND:
+        _reject(checkpoint_backends.BACKEND_KEY, backend, allowed,
+                "The naive backend hands the weights to a rollout inside the actor's own processes; an engine on "
+                "its own GPUs needs a transport (verl's nccl on GPUs, verl-ext's gloo on the CPU backend).")
+    if status.status == checkpoint_backends.NOT_IMPORTABLE_HERE:
+        note = (f"{checkpoint_backends.BACKEND_KEY}={backend}: verl's engine does not import on this machine "
+                f"({status.import_error}); the machines of the run need its dependencies")
+        if not checkpoint_backends.unimportable_backend_tolerated(note):
+            raise ConfigError(note + ".")
+    elif status.status == checkpoint_backends.UNKNOWN:
+        _reject(checkpoint_backends.BACKEND_KEY, backend, allowed,
+                f"No checkpoint engine of that name is registered (nor does one of verl's own modules define it); "
+                f"a backend of your own is registered by importing {checkpoint_backends.CUSTOM_MODULE_KEY}.")
+
+
+def _check_colocated_engine(config: DictConfig) -> None:
+    """With the engine colocated (``hybrid_engine=true``) the split's keys would be silently ignored: refuse them."""
+    from verl_ext import checkpoint_backends
+
+    why = f"with {HYBRID_ENGINE}=true: the engine shares the actor's GPUs"
+    nodes = OmegaConf.select(config, ENGINE_NODES, default=0)
+    if nodes not in (0, None):
+        _reject(ENGINE_NODES, nodes, f"0 {why}",
+                f"An engine pool of its own is {HYBRID_ENGINE}=false; this value would be ignored.")
+    backend = OmegaConf.select(config, checkpoint_backends.BACKEND_KEY, default=checkpoint_backends.COLOCATED_BACKEND)
+    if backend != checkpoint_backends.COLOCATED_BACKEND:
+        _reject(checkpoint_backends.BACKEND_KEY, backend, f"{checkpoint_backends.COLOCATED_BACKEND!r} {why}",
+                "verl pushes the weights to a colocated engine in-process whatever this says; another backend is "
+                f"used only with {HYBRID_ENGINE}=false.")
+
+
+def _check_overlap(config: DictConfig, block: DelayedSyncConfig, split: bool = False) -> None:
     """Overlap generates while the actor trains: the engine must keep its weights, something must be
-    generated ahead (n >= 1), the rewards must not need the GPU mid-step, and engine and actor must both fit."""
+    generated ahead (n >= 1), the rewards must not need the GPU mid-step, and (colocated) engine and actor must
+    both fit on a GPU."""
     why = f"with {CONFIG_KEY}.overlap=true"
     free_cache_engine = OmegaConf.select(config, "actor_rollout_ref.rollout.free_cache_engine", default=True)
     if free_cache_engine is not False:
@@ -195,6 +319,8 @@ def _check_overlap(config: DictConfig, block: DelayedSyncConfig) -> None:
         "A colocated reward model is woken on the training GPUs in the middle of every step, next to the "
         "resident rollout engine and the actor; give it its own resource pool or use a rule-based reward.",
     )
+    if split:
+        return  # engine and actor on different GPUs: no memory to share
     engine_fraction = OmegaConf.select(config, "actor_rollout_ref.rollout.gpu_memory_utilization", default=0.5)
     if not _is_fraction(engine_fraction):
         _reject("actor_rollout_ref.rollout.gpu_memory_utilization", engine_fraction, f"a number > 0 and < 1 {why}")

@@ -27,6 +27,14 @@ With ``overlap`` (a resident engine, ``free_cache_engine=false``) the batches of
 right after its push and generated in the background; a step waits only for its own batch, and every
 push and checkpoint first waits for the batches still in flight (:mod:`verl_ext.staleness.generation_tracker`),
 so each batch is generated entirely by the version the schedule names.
+
+**Engine on its own pool** (``actor_rollout_ref.hybrid_engine=false``, the explorer/trainer split): the actor
+workers hold no rollout; verl's standalone replicas run on a pool of ``rollout.nnodes`` x
+``rollout.n_gpus_per_node`` GPUs, and each push goes through the configured checkpoint engine
+(``rollout.checkpoint_engine.backend``: verl's ``nccl`` on GPUs, verl-ext's ``gloo`` on the CPU backend), as
+verl's ``separate_async`` builds them. The engine is resident (it never sleeps); the schedule, the pushes and
+the waits are the same code. Without ``overlap`` the trainer waits for each interval's generation right after
+the push (each side idles while the other works); with ``overlap`` generation runs while the trainer trains.
 """
 
 import logging
@@ -44,7 +52,7 @@ from verl.workers.utils.padding import response_from_nested
 
 from verl_ext import metric_names, step_metrics
 from verl_ext.staleness.checkpoint_state import STATE_FILE, DelayedSyncState, read_state, write_state
-from verl_ext.staleness.config import TRAINER_MODE, delayed_sync_config_from
+from verl_ext.staleness.config import TRAINER_MODE, delayed_sync_config_from, engine_gpus, engine_on_own_pool
 from verl_ext.staleness.generation_tracker import GenerationTracker, GenerationWatcher, WindowTiming
 from verl_ext.staleness.mismatch import mean_behaviour_minus_current_log_prob
 from verl_ext.staleness.pending_batches import (
@@ -82,12 +90,16 @@ def timing_metrics(timing: WindowTiming) -> dict[str, float]:
 
 @register_trainer(TRAINER_MODE)
 class DelayedSyncTrainer(PPOTrainer):
-    """Colocated PPO trainer whose rollout weights are pushed only at the schedule's sync points."""
+    """PPO trainer whose rollout weights are pushed only at the schedule's sync points (the engine colocated with
+    the actor, or on its own pool)."""
 
     def __init__(self, config):
         # Reject a bad config before anything starts (verl's workers are created later, in init()).
         self.delayed_sync = delayed_sync_config_from(config)
         self.schedule = self.delayed_sync.schedule()
+        # read by verl's _init_resource_pool_mgr and _setup: with the engine on its own pool the actor workers
+        # hold no rollout, and no replica is built on the training GPUs
+        self._enable_hybrid_replicas = not engine_on_own_pool(config)
         super().__init__(config)
         # pushes at the schedule's sync points so far, the one redone after a resume included
         self.weight_syncs = 0
@@ -105,6 +117,52 @@ class DelayedSyncTrainer(PPOTrainer):
         self.generations = GenerationTracker(self._finished_groups, poll_seconds=GENERATION_POLL_SECONDS)
         self._watcher: GenerationWatcher | None = None
         self._window_start: float | None = None
+
+    # ------------------------------------------------------------------ the engine on its own pool
+
+    @property
+    def engine_on_own_pool(self) -> bool:
+        return not self._enable_hybrid_replicas
+
+    def _setup(self):
+        super()._setup()
+        if self.engine_on_own_pool:
+            # as verl's separate_async: standalone replicas on their own resource pools, and a checkpoint engine
+            # of the configured backend between the actor workers and them
+            from verl.checkpoint_engine import CheckpointEngineManager
+            from verl.utils.config import omega_conf_to_dataclass
+            from verl.workers.rollout.llm_server import LLMServerManager
+
+            self.standalone_server_manager = LLMServerManager.create(config=self.config)
+            self.standalone_checkpoint_manager = CheckpointEngineManager(
+                config=omega_conf_to_dataclass(self.config.actor_rollout_ref.rollout.checkpoint_engine),
+                actor_wg=self.actor_rollout_wg,
+                replicas=self.standalone_server_manager.get_replicas(),
+            )
+            logger.info(
+                f"delayed_sync: rollout engine on its own pool ({engine_gpus(self.config)} GPUs, "
+                f"{len(self.standalone_server_manager.get_replicas())} replicas), weights through checkpoint engine "
+                f"{self.config.actor_rollout_ref.rollout.checkpoint_engine.backend!r}"
+            )
+
+    def _weight_manager(self):
+        """The checkpoint-engine manager that pushes weights to the engine that generates training batches."""
+        return self.standalone_checkpoint_manager if self.engine_on_own_pool else self.checkpoint_manager
+
+    def get_llm_client(self):
+        if self.engine_on_own_pool:
+            return self.standalone_server_manager.get_client()
+        return super().get_llm_client()
+
+    def _rollout_server_managers(self) -> list:
+        managers = super()._rollout_server_managers()
+        if self.engine_on_own_pool:
+            managers.append(self.standalone_server_manager)
+        return managers
+
+    def _get_n_gpus_for_throughput(self) -> int:
+        # verl's throughput metrics per GPU count the engine's GPUs too when it has its own
+        return super()._get_n_gpus_for_throughput() + (engine_gpus(self.config) if self.engine_on_own_pool else 0)
 
     # ------------------------------------------------------------------ verl hooks
 
@@ -244,7 +302,7 @@ class DelayedSyncTrainer(PPOTrainer):
             # no push while batches of the previous version are being generated with the old weights
             self.generations.wait_for_all()
             with marked_timer("update_weights", self.timing_raw, color="red"):
-                self._push_weights(version)
+                push_metrics = self._push_weights(version)
             self.weight_syncs += 1
             steps = list(self.schedule.steps_generated_with(version, self.total_training_steps))
             if steps:
@@ -257,6 +315,8 @@ class DelayedSyncTrainer(PPOTrainer):
             if not self._validation_follows():
                 self._sleep_rollout()
         pending = getattr(self, "_pending_sync_metrics", None) or {}
+        if synced:
+            pending.update(push_metrics)  # the checkpoint engine's own figures (bytes, seconds), if it reports any
         pending.update(
             {
                 metric_names.SYNCED: float(synced),
@@ -329,12 +389,17 @@ class DelayedSyncTrainer(PPOTrainer):
 
     # ------------------------------------------------------------------ rollout engine
 
-    def _push_weights(self, version: int) -> None:
-        """Wake the rollout engine with the actor's current weights, labelled as policy ``version``."""
+    def _push_weights(self, version: int) -> dict:
+        """Give the rollout engine the actor's current weights, labelled as policy ``version`` (a colocated engine
+        is woken by it); returns the checkpoint engine's metrics (none for the colocated push).
+
+        A failed push raises (verl's manager re-raises the checkpoint engine's error): the run ends rather than
+        go on with an engine that holds another version than the schedule says."""
         self.generations.wait_for_all()  # never change the weights under a generation in flight
-        self.checkpoint_manager.update_weights(version)
+        metrics = self._weight_manager().update_weights(version)
         self._rollout_version = version
         self.weight_pushes += 1
+        return dict(metrics or {})
 
     def _sleep_rollout(self) -> None:
         """Sleep the rollout engine (it discards its weights and KV cache); no-op when already asleep.
@@ -345,7 +410,7 @@ class DelayedSyncTrainer(PPOTrainer):
         if self._engine_resident:
             return
         if self._rollout_version is not None:
-            self.checkpoint_manager.sleep_replicas()
+            self._weight_manager().sleep_replicas()
             self._rollout_version = None
 
     def _validation_follows(self) -> bool:
