@@ -94,7 +94,7 @@ def time_losses(repeats: int) -> dict:
 
     from tests.gpu.loss_reference import aggregation, loss_inputs
     from tests.recipe_config import call_registered_loss, loss_config
-    from verl_ext.catalog import POLICY_LOSSES
+    from verl_ext.algorithms.registry import POLICY_LOSSES
 
     names = ["vanilla", *POLICY_LOSSES]
     results: dict = {}

@@ -66,7 +66,7 @@ def main() -> int:
         print(json.dumps(measure(args.worker[0], rows, columns, args.repeats)))
         return 0
 
-    from verl_ext.catalog import POLICY_LOSSES
+    from verl_ext.algorithms.registry import POLICY_LOSSES
 
     results = {}
     names = ["vanilla", *POLICY_LOSSES]

@@ -108,4 +108,4 @@ def test_an_install_without_a_checkout_finds_its_packaged_recipe(installed):
     )
     assert result.returncode == 0, result.stderr
     directory, target = result.stdout.split()
-    assert Path(directory) == installed / "verl_ext" / "recipe" and target == "verl_ext.config.RECPolicyLossConfig"
+    assert Path(directory) == installed / "verl_ext" / "recipe" and target == "verl_ext.algorithms.loss_config.RECPolicyLossConfig"

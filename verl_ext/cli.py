@@ -24,7 +24,7 @@ from importlib import metadata
 from rich.console import Console
 from rich.table import Table
 
-from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
+from verl_ext.algorithms.registry import ESTIMATORS, POLICY_LOSSES
 
 REQUIRED_VERL = "0.9.1"
 ENTRY_POINT_GROUP = "verl.plugins"

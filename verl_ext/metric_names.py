@@ -38,7 +38,7 @@ ENGINE_BUSY_S = "staleness/engine_busy_s"
 ENGINE_BUSY_FRACTION = "staleness/engine_busy_fraction"
 STALENESS_TIMINGS = (WAIT_FOR_BATCH_S, WAIT_FOR_GENERATION_S, GENERATION_HIDDEN_S, ENGINE_BUSY_S, ENGINE_BUSY_FRACTION)
 
-# Written by verl_ext.catalog's RED-Drop advantage estimator (through verl_ext.step_metrics; logged under
+# Written by verl_ext.algorithms.red_drop's estimator (through verl_ext.algorithms.step_metrics; logged under
 # the delayed_sync trainer mode only).
 RED_DROP_DROPPED_FRACTION = "red_drop/dropped_fraction"
 
@@ -74,13 +74,13 @@ GLOO_SEND_SECONDS = "checkpoint_engine/gloo/send_seconds"
 
 # The actor's metrics, logged under "actor/" by verl's workers (verl/workers/engine_workers.py). verl's policy
 # losses name their metrics "actor/<name>" (verl/trainer/ppo/core_algos.py); verl-ext's registered losses
-# do the same with their terms' metrics (verl_ext.registration).
+# do the same with their terms' metrics (verl_ext.algorithms.verl_glue).
 ACTOR_PREFIX = "actor/"
 KL_LOSS = "actor/kl_loss"  # verl/workers/utils/losses.py: KL to the reference model (use_kl_loss)
 # mean of log pi_old - log pi_theta over the micro-batch before the update (verl's losses and verl-ext's): with
 # algorithm.rollout_correction.bypass_mode=true pi_old is the behaviour policy, so this estimates KL(behaviour || current)
 PPO_KL = "actor/ppo_kl"
-PG_CLIPFRAC = "actor/pg_clipfrac"  # verl/trainer/ppo/core_algos.py's losses, and verl-ext's (verl_ext.registration)
+PG_CLIPFRAC = "actor/pg_clipfrac"  # verl/trainer/ppo/core_algos.py's losses, and verl-ext's (verl_ext.algorithms.verl_glue)
 ENTROPY = "actor/entropy"  # verl/trainer/ppo/v1/trainer_base.py (actor.calculate_entropy=true)
 ENTROPY_LOSS = "actor/entropy_loss"  # verl/workers/utils/losses.py
 GRAD_NORM = "actor/grad_norm"  # verl/workers/engine_workers.py

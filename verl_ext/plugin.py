@@ -7,7 +7,7 @@ Each subsystem registers itself with verl's own registries, and verl-ext's confi
 """
 
 from verl_ext.cpu.registration import register_cpu_backend
-from verl_ext.registration import register_algorithms
+from verl_ext.algorithms.verl_glue import register_algorithms
 from verl_ext.run_checks import install_driver_checks
 from verl_ext.seeding import register_seeded_agent_loop
 from verl_ext.staleness import register_staleness

@@ -12,7 +12,7 @@ For each run it does what ``main_ppo`` does in the driver before Ray starts, and
 
 1. compose the config with Hydra from the same config directory, config name and overrides;
 2. ``auto_set_device``, verl-ext's run checks and verl's ``validate_config``, which also builds the actor config
-   and so runs verl-ext's loss checks (:mod:`verl_ext.config`): exactly what ``main_ppo``'s driver runs before
+   and so runs verl-ext's loss checks (:mod:`verl_ext.algorithms.loss_config`): exactly what ``main_ppo``'s driver runs before
    Ray on the real path (:func:`verl_ext.run_checks.validate_run_config`: batch arithmetic, the
    ``trainer.v1.delayed_sync`` block and its mode's requirements, ``algorithm.red_drop_seed``, every
    interpolation resolved, the trainer mode looked up in verl's registry, the custom reward function loaded).
@@ -155,7 +155,9 @@ def _catalog_keys() -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
     """(the keys verl-ext's estimators read, the policy-loss keys other than the clipping ranges, the paper's
     symbol of some), from the catalog: a summary shows the keys its run's estimator and loss read, by what
     the catalog says they read, not by their names."""
-    from verl_ext.catalog import BETA, EPSILONS, ESTIMATORS, OUTER_MARGINS, POLICY_LOSSES, TEMPERATURE
+    from verl_ext.algorithms.rec import OUTER_MARGINS
+    from verl_ext.algorithms.red_weight import TEMPERATURE
+    from verl_ext.algorithms.registry import BETA, EPSILONS, ESTIMATORS, POLICY_LOSSES
 
     estimator_keys = tuple(dict.fromkeys(key for spec in ESTIMATORS.values() for key in spec.keys))
     loss_keys = tuple(dict.fromkeys(
@@ -280,7 +282,8 @@ def summarize(resolved: dict) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     def pairs(*keys: str) -> str:
         return " ".join(f"{_short(key)}={s[key]}" for key in keys)
 
-    from verl_ext.catalog import EPSILONS, OUTER_MARGINS, estimator_spec, policy_loss_spec
+    from verl_ext.algorithms.rec import OUTER_MARGINS
+    from verl_ext.algorithms.registry import EPSILONS, estimator_spec, policy_loss_spec
 
     loss_mode = s["actor_rollout_ref.actor.policy_loss.loss_mode"]
     estimator = s["algorithm.adv_estimator"]

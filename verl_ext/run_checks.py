@@ -8,7 +8,7 @@ than its default is refused, it would be ignored), ``trainer.logger`` (each name
 verl-ext's seeded agent loop, the actor's learning rate and, when the custom reward function is verl-ext's, its
 ``reward_kwargs`` and the ``VERL_EXT_MATH_*`` variables (else the first batch would fail on them, after
 Ray and the engine have started). The policy-loss keys are checked when verl builds the actor config
-(:mod:`verl_ext.config`, from inside ``validate_config``).
+(:mod:`verl_ext.algorithms.loss_config`, from inside ``validate_config``).
 
 Two callers, the same errors:
 
@@ -53,7 +53,7 @@ def check_run_config(config) -> dict:
     """Raise :class:`verl_ext.config_values.ConfigError` on the first bad verl-ext setting, naming the key.
 
     Returns the resolved config (a plain dict), which the checks build anyway."""
-    from verl_ext.config import check_mirrors
+    from verl_ext.algorithms.loss_config import check_mirrors
     from verl_ext.cpu.topology import check_cpu_topology
     from verl_ext.staleness.config import check_staleness_keys
 

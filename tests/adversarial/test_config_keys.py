@@ -14,7 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES, compose_recipe
-from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
+from verl_ext.algorithms.registry import ESTIMATORS, POLICY_LOSSES
 from verl_ext.cli import recipe_defaults
 from verl_ext.config_values import ConfigError
 from verl_ext.run_checks import LEARNING_RATE, validate_run_config

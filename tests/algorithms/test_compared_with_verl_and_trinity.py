@@ -22,10 +22,10 @@ import torch
 from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
 from tests.recipe_config import actor_config, call_registered_loss, compose_recipe, loss_config
-from verl_ext.advantages import red_drop_advantages
-from verl_ext.config import RECPolicyLossConfig
+from verl_ext.algorithms.red_drop import red_drop_advantages
+from verl_ext.algorithms.loss_config import RECPolicyLossConfig
 from verl_ext.config_values import ConfigError
-from verl_ext.losses import opmd_loss
+from verl_ext.algorithms.opmd import opmd_loss
 
 BETA = 0.2
 REG_FORM = "actor_rollout_ref.actor.policy_loss.reg_form"

@@ -7,8 +7,8 @@ from omegaconf import OmegaConf
 from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-from verl_ext import step_metrics
-from verl_ext.catalog import _red_drop_generators
+from verl_ext.algorithms import step_metrics
+from verl_ext.algorithms.red_drop import _red_drop_generators
 
 
 def batch(rewards, uids, length=4):

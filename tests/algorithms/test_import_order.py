@@ -1,15 +1,15 @@
 """verl loads verl-ext's plugin on the first ``import verl``, whichever module makes it. When that first import
-comes from inside verl-ext (``verl_ext.config`` imports ``verl.workers.config``), the plugin must still load
+comes from inside verl-ext (``verl_ext.algorithms.loss_config`` imports ``verl.workers.config``), the plugin must still load
 completely: verl swallows a plugin's import error, and the run would fail later with "Unknown trainer"."""
 
 import subprocess
 import sys
 
 CODE = """
-import verl_ext.config  # its own import of verl loads the plugin while verl_ext.config is half-initialised
+import verl_ext.algorithms.loss_config  # its own import of verl loads the plugin while verl_ext.algorithms.loss_config is half-initialised
 from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
 from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
-from verl_ext.catalog import POLICY_LOSSES
+from verl_ext.algorithms.registry import POLICY_LOSSES
 get_trainer_cls("delayed_sync")
 missing = sorted(set(POLICY_LOSSES) - set(POLICY_LOSS_REGISTRY))
 assert not missing, missing

@@ -27,7 +27,7 @@ HYPER = (
 
 def hyperparameters_of(loss_mode: str) -> tuple[str, ...]:
     """HYPER without the keys the loss does not read (verl-ext refuses those at a non-default value)."""
-    from verl_ext.catalog import POLICY_LOSSES
+    from verl_ext.algorithms.registry import POLICY_LOSSES
 
     return tuple(item for item in HYPER
                  if ".policy_loss." not in item or item.split("=", 1)[0] in POLICY_LOSSES[loss_mode].keys)

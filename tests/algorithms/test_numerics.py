@@ -11,8 +11,8 @@ from verl import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 from tests.recipe_config import call_registered_loss, loss_config
-from verl_ext import step_metrics
-from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
+from verl_ext.algorithms import step_metrics
+from verl_ext.algorithms.registry import ESTIMATORS, POLICY_LOSSES
 
 AGGREGATIONS = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "token-sum"]
 

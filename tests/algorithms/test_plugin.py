@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
+from verl_ext.algorithms.registry import ESTIMATORS, POLICY_LOSSES
 from verl_ext.cli import main as cli_main
 
 REGISTRIES = "registries: "

@@ -11,8 +11,8 @@ from verl.trainer.main_ppo import need_critic, need_reference_policy
 from verl.utils.config import validate_config
 
 from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES, REPO, RECIPE_CONFIG_DIR, actor_config, compose_recipe
-from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
-from verl_ext.config import ConfigError, RECPolicyLossConfig
+from verl_ext.algorithms.registry import ESTIMATORS, POLICY_LOSSES
+from verl_ext.algorithms.loss_config import ConfigError, RECPolicyLossConfig
 
 
 def validate(*overrides):

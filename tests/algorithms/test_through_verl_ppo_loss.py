@@ -12,7 +12,7 @@ from verl.utils import tensordict_utils as tu
 from verl.workers.utils.losses import ppo_loss
 
 from tests.recipe_config import call_registered_loss, loss_config
-from verl_ext.catalog import POLICY_LOSSES
+from verl_ext.algorithms.registry import POLICY_LOSSES
 
 PROMPT_LENGTH = 3
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tests.algorithms.test_loss_gradients import loss_and_gradient, make_batch
 from tests.recipe_config import call_registered_loss, loss_config
-from verl_ext.losses.m2po import second_moment_mask
+from verl_ext.algorithms.m2po import second_moment_mask
 
 POLICY_LOSS = "actor_rollout_ref.actor.policy_loss"
 

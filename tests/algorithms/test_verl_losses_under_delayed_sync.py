@@ -16,7 +16,7 @@ import pytest
 
 from tests.run_scripts.scripts import planned_cells
 from verl_ext import preflight
-from verl_ext.catalog import POLICY_LOSSES
+from verl_ext.algorithms.registry import POLICY_LOSSES
 
 LOSS_MODE = "actor_rollout_ref.actor.policy_loss.loss_mode"
 DRO_BETA = "actor_rollout_ref.actor.policy_loss.dro_beta"

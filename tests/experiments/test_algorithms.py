@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
+from verl_ext.algorithms.registry import ESTIMATORS, POLICY_LOSSES
 from verl_ext.experiments.algorithms import (
     ALGORITHMS,
     ALIASES,
@@ -65,7 +65,7 @@ def test_each_preset_states_the_papers_settings(spec, expected):
 
 
 def test_only_the_losses_that_read_a_key_set_it():
-    """The presets set no key the loss ignores (verl_ext.config refuses such a key at a non-default value)."""
+    """The presets set no key the loss ignores (verl_ext.algorithms.loss_config refuses such a key at a non-default value)."""
     reads = {"reg_coef": {"opmd", "asymre"}, "reg_form": set(), "weight_temperature": {"red_weight"},
              "outer_clip_ratio_low": {"rec_ring_is", "rec_ring_nois"}, "m2_threshold": {"m2po"}, "m2_tokens": set(),
              "topr_ratio_level": set()}

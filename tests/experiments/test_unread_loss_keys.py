@@ -5,8 +5,8 @@ import pytest
 import verl  # noqa: F401  (first, as in every verl process: its plugin entry point registers verl-ext's losses)
 from omegaconf import OmegaConf
 
-from verl_ext.catalog import POLICY_LOSSES
-from verl_ext.config import OWN_KEYS, RECPolicyLossConfig
+from verl_ext.algorithms.registry import POLICY_LOSSES
+from verl_ext.algorithms.loss_config import OWN_KEYS, RECPolicyLossConfig
 from verl_ext.config_values import ConfigError
 from verl_ext.recipe import CONFIG_NAME, config_dir
 

@@ -58,14 +58,14 @@ def expected_loss_metrics(loss_mode: str) -> set[str]:
     """The metric names verl-ext's loss reports (``actor/<name>``), read off the loss itself."""
     import torch
 
-    from verl_ext.catalog import Hyperparameters, policy_loss_spec
+    from verl_ext.algorithms.registry import default_hyperparameters, policy_loss_spec
 
     spec = policy_loss_spec(loss_mode)
     shape = (4, 3)
     behaviour_ratio = torch.ones(shape) if spec.old_log_prob == "current_and_behaviour" else None
     terms = spec.compute(
         torch.zeros(shape), torch.zeros(shape), torch.tensor([[1.0] * 3, [-1.0] * 3] * 2), torch.ones(shape),
-        behaviour_ratio, Hyperparameters(0.2, 0.2, 0.6, 2.0, 0.1, 1.0),
+        behaviour_ratio, default_hyperparameters(),
     )
     return {f"actor/{name}" for name in terms.metrics}
 

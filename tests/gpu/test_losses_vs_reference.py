@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tests.gpu.loss_reference import compare, loss_and_gradient, loss_inputs
-from verl_ext.catalog import POLICY_LOSSES
+from verl_ext.algorithms.registry import POLICY_LOSSES
 
 LOSSES = ["vanilla", *sorted(POLICY_LOSSES)]
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]

@@ -1,11 +1,11 @@
-"""The delayed_sync trainer logs what verl-ext's estimators record (verl_ext.step_metrics), here RED-Drop's
+"""The delayed_sync trainer logs what verl-ext's estimators record (verl_ext.algorithms.step_metrics), here RED-Drop's
 dropped fraction, at the step whose advantages they computed. verl's real fit loop, replay buffer and
 advantage computation with the registered ``red_drop`` estimator (tests/staleness/fit_harness.py)."""
 
 import pytest
 
 from tests.staleness.fit_harness import TRAIN_BATCH_SIZE, Run, compose
-from verl_ext import step_metrics
+from verl_ext.algorithms import step_metrics
 
 GROUP_SIZE = 4
 STEPS = 3

@@ -7,7 +7,7 @@ profiles and the dry run alike:
 module              what it owns
 ==================  =====================================================================================
 ``algorithms``      the algorithm presets (estimator + policy loss + their settings), derived from
-                    :mod:`verl_ext.catalog`; ``NAME@EPS_LOW_EPS_HIGH`` clipping ranges; aliases
+                    :mod:`verl_ext.algorithms.registry`; ``NAME@EPS_LOW_EPS_HIGH`` clipping ranges; aliases
 ``settings``        the staleness settings (``on_policy``, ``sync_interval_M``, ``sync_offset_N``, ...)
 ``run_names``       the one format of run names
 ``profiles``        the REC paper's Table 1 columns (dataset + model + hyperparameters) as overrides
@@ -20,6 +20,6 @@ module              what it owns
 ==================  =====================================================================================
 
 Nothing here imports verl or torch until a config is composed or a run started (``algorithms`` reads the
-registered names from :mod:`verl_ext.catalog`, which imports torch only when a loss is computed): every bad
+registered names from :mod:`verl_ext.algorithms.registry`, which imports torch only when a loss is computed): every bad
 argument or variable is refused before that (tests/adversarial/test_launcher_variables.py).
 """

@@ -1,7 +1,7 @@
 """The algorithm presets: each name a user writes, mapped to an estimator, a policy loss and their settings.
 
 A preset is picked by name (``verl-ext lab --algorithms``, ``run_scripts/run.sh PROFILE ALGORITHM``, the
-figure scripts, ``ALGORITHMS=...``). The names are the names registered with verl (:mod:`verl_ext.catalog`),
+figure scripts, ``ALGORITHMS=...``). The names are the names registered with verl (:mod:`verl_ext.algorithms.registry`),
 plus ``grpo``, verl's own estimator name. A clipped preset takes another clipping range as
 ``NAME@EPS_LOW_EPS_HIGH`` (``rec_oneside_nois@0.6_2``: REC-OneSide-NoIS with the enlarged range).
 
@@ -35,7 +35,10 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from verl_ext.catalog import BETA, EPSILONS, ESTIMATORS, M2_THRESHOLD, OUTER_MARGINS, POLICY_LOSSES, TEMPERATURE, loss_constant
+from verl_ext.algorithms.m2po import M2_THRESHOLD, PAPER_THRESHOLD
+from verl_ext.algorithms.rec import OUTER_MARGINS
+from verl_ext.algorithms.red_weight import TEMPERATURE
+from verl_ext.algorithms.registry import BETA, EPSILONS, ESTIMATORS, POLICY_LOSSES
 
 DEFAULT_EPSILONS = (0.2, 0.2)
 ENLARGED_EPSILONS = (0.6, 2.0)  # the paper's enlarged range, and REC-Ring's outer margins
@@ -81,7 +84,7 @@ class AlgorithmPreset:
         if set(TEMPERATURE) <= set(spec.keys):
             out.append(f"{TEMPERATURE[0]}=1.0")
         if set(M2_THRESHOLD) <= set(spec.keys):
-            out.append(f"{M2_THRESHOLD[0]}={loss_constant('m2po', 'PAPER_THRESHOLD')}")
+            out.append(f"{M2_THRESHOLD[0]}={PAPER_THRESHOLD}")
         if spec.old_log_prob == "current_and_behaviour":
             # r = pi/alpha needs pi_k (recomputed old_log_prob) and alpha (rollout log-probs as IS weights r')
             out += [

@@ -50,7 +50,8 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.debug import marked_timer
 from verl.workers.utils.padding import response_from_nested
 
-from verl_ext import metric_names, step_metrics
+from verl_ext import metric_names
+from verl_ext.algorithms import step_metrics
 from verl_ext.staleness.checkpoint_state import STATE_FILE, DelayedSyncState, read_state, write_state
 from verl_ext.staleness.config import TRAINER_MODE, delayed_sync_config_from, engine_gpus, engine_on_own_pool
 from verl_ext.staleness.generation_tracker import GenerationTracker, GenerationWatcher, WindowTiming
@@ -266,7 +267,7 @@ class DelayedSyncTrainer(PPOTrainer):
 
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         # verl's estimators return only (advantages, returns); verl-ext's record their own metrics
-        # (RED-Drop's dropped fraction) in verl_ext.step_metrics, in this process
+        # (RED-Drop's dropped fraction) in verl_ext.algorithms.step_metrics, in this process
         batch = super()._compute_advantage(batch, metrics)
         metrics.update(step_metrics.pop_all())
         return batch

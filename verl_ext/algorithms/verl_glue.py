@@ -1,30 +1,34 @@
-"""verl glue: registers verl-ext's losses and estimators in verl's own registries.
+"""verl glue: wraps verl-ext's losses and estimators into verl's call signatures and registers them in verl's registries.
 
 A registered loss receives verl's keyword arguments (``old_log_prob, log_prob, advantages,
-response_mask, loss_agg_mode, config, rollout_is_weights``), computes the per-token loss with the
-pure function of :mod:`verl_ext.losses`, and aggregates it with verl's ``agg_loss`` and
+response_mask, loss_agg_mode, config, rollout_is_weights``), reads the keys the loss declares from verl's actor
+config, computes the per-token loss with the loss's pure function, and aggregates it with verl's ``agg_loss`` and
 ``config.global_batch_info`` (data-parallel size and the global token/sequence counts), exactly as
 verl's own losses do. A registered estimator turns verl's token-level rewards into one score per
-response, computes advantages with the catalog entry (:mod:`verl_ext.advantages`) and broadcasts them
-over the tokens. Names come from the catalog only (:mod:`verl_ext.catalog`), where each is written once.
+response, computes advantages with the estimator and broadcasts them over the tokens. Names and keys come from
+the registry only (:mod:`verl_ext.algorithms.registry`); each name is written once, on its function.
 """
 
 from typing import Any, Optional
 
 import torch
 
-from verl_ext import metric_names, step_metrics
-from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES, EstimatorSpec, Hyperparameters, PolicyLossSpec
-from verl_ext.losses.m2po import PAPER_THRESHOLD, TOKEN_SETS
-from verl_ext.losses.opmd import REGULARIZER_FORMS
-from verl_ext.losses.topr import RATIO_LEVELS
+from verl_ext import metric_names
+from verl_ext.algorithms import step_metrics
+from verl_ext.algorithms.registry import ACTOR, ESTIMATORS, POLICY_LOSSES, EstimatorSpec, PolicyLossSpec, hyperparameters
+
+LOSS_CONFIG_CLASS = "verl_ext.algorithms.loss_config.RECPolicyLossConfig"
 
 
-def hyperparameters(config) -> Hyperparameters:
-    """Read the loss hyperparameters from verl's actor config (an ``ActorConfig`` or a DictConfig)."""
-    # imported here, not at the top: verl_ext.config imports verl.workers.config, and a first ``import verl``
-    # made by it loads this module through the plugin while verl_ext.config is still half-initialised
-    from verl_ext.config import RECPolicyLossConfig
+def hyperparameter_values(config) -> dict[str, Any]:
+    """{key: value} of every key a verl-ext loss reads, from verl's actor config (an ``ActorConfig`` or a DictConfig).
+
+    A key of the policy-loss node left out of a DictConfig reads as its declared default; verl's clipping range
+    (``actor.clip_ratio_low/high``) falls back to ``actor.clip_ratio`` when unset, as in verl's own losses.
+    """
+    # imported here, not at the top: loss_config imports verl.workers.config, and a first ``import verl``
+    # made by it loads this module through the plugin while loss_config is still half-initialised
+    from verl_ext.algorithms.loss_config import RECPolicyLossConfig
 
     policy_loss = config.policy_loss
     if not isinstance(policy_loss, RECPolicyLossConfig) and policy_loss.get("outer_clip_ratio_low", None) is None:
@@ -32,27 +36,22 @@ def hyperparameters(config) -> Hyperparameters:
             f"loss_mode={policy_loss.get('loss_mode')!r} is a verl-ext loss, but actor_rollout_ref.actor.policy_loss is "
             f"{type(policy_loss).__name__}, without verl-ext's keys. Use the recipe config "
             "(--config-path=recipe/rec/config --config-name=rec_trainer) or set "
-            "actor_rollout_ref.actor.policy_loss._target_=verl_ext.config.RECPolicyLossConfig"
+            f"actor_rollout_ref.actor.policy_loss._target_={LOSS_CONFIG_CLASS}"
         )
     clip_ratio = config.get("clip_ratio", 0.2)
-    epsilon_low = config.clip_ratio_low if config.clip_ratio_low is not None else clip_ratio
-    epsilon_high = config.clip_ratio_high if config.clip_ratio_high is not None else clip_ratio
-    return Hyperparameters(
-        epsilon_low=float(epsilon_low),
-        epsilon_high=float(epsilon_high),
-        outer_epsilon_low=float(policy_loss.outer_clip_ratio_low),
-        outer_epsilon_high=float(policy_loss.outer_clip_ratio_high),
-        beta=float(policy_loss.reg_coef),
-        temperature=float(policy_loss.weight_temperature),
-        regularizer_form=str(policy_loss.get("reg_form", REGULARIZER_FORMS[0])),
-        topr_ratio_level=str(policy_loss.get("topr_ratio_level", RATIO_LEVELS[0])),
-        m2_threshold=float(policy_loss.get("m2_threshold", PAPER_THRESHOLD)),
-        m2_tokens=str(policy_loss.get("m2_tokens", TOKEN_SETS[0])),
-    )
+    values = {}
+    for key, hyperparameter in hyperparameters().items():
+        if key == f"{ACTOR}.{hyperparameter.field}":  # verl's actor.clip_ratio_low/high
+            value = getattr(config, hyperparameter.field)
+            value = clip_ratio if value is None else value
+        else:
+            value = policy_loss.get(hyperparameter.field, hyperparameter.default)
+        values[key] = type(hyperparameter.default)(value)
+    return values
 
 
 def as_verl_policy_loss(spec: PolicyLossSpec):
-    """Wrap a catalog entry in the signature verl's ``ppo_loss`` calls."""
+    """Wrap a registered loss in the signature verl's ``ppo_loss`` calls."""
     from verl.trainer.ppo.core_algos import agg_loss
 
     def policy_loss(
@@ -71,7 +70,7 @@ def as_verl_policy_loss(spec: PolicyLossSpec):
                 f"{spec.name} got rollout_is_weights: it takes pi_old from the behaviour policy "
                 "(algorithm.rollout_correction.bypass_mode=true), where verl computes no IS weights"
             )
-        terms = spec.compute(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hyperparameters(config))
+        terms = spec.compute(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hyperparameter_values(config))
         loss = agg_loss(
             loss_mat=terms.loss_matrix,
             loss_mask=response_mask,
@@ -86,7 +85,7 @@ def as_verl_policy_loss(spec: PolicyLossSpec):
 
 
 def as_verl_estimator(spec: EstimatorSpec):
-    """Wrap a catalog entry in the signature verl's ``compute_advantage`` calls: verl's token-level rewards
+    """Wrap a registered loss in the signature verl's ``compute_advantage`` calls: verl's token-level rewards
     in, advantages and returns (equal, as for verl's GRPO) broadcast over each response's tokens out."""
 
     def compute_advantage(token_level_rewards, response_mask, index=None, config=None, **unused):
@@ -110,7 +109,7 @@ VERL_ESTIMATORS = {name: as_verl_estimator(spec) for name, spec in ESTIMATORS.it
 
 
 def register_algorithms() -> None:
-    """Register every catalog entry with verl (idempotent)."""
+    """Register every verl-ext loss and estimator with verl (idempotent)."""
     from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est, register_policy_loss
 
     for name, policy_loss in VERL_POLICY_LOSSES.items():

@@ -10,11 +10,14 @@ The baseline is lowered from mean_j r_j to mean_j r_j - beta:
 with A_i = r_i - mean_j r_j from the ``rec`` estimator. The logged regularizer is -beta log pi_theta(y_i).
 """
 
-import torch
+from __future__ import annotations
 
-from verl_ext.losses.terms import LossTerms, prepare, ratio_metrics, sequence_mean, sequence_sum
+from verl_ext.algorithms.lazy_torch import torch
+from verl_ext.algorithms.registry import REC, REG_COEF, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, sequence_mean, sequence_sum
 
 
+@policy_loss("asymre", "AsymRE (Meta)", f"{REC}, Section 4.2", reads=(REG_COEF,), old_log_prob="unused", regularizer=True)
 def asymre_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,

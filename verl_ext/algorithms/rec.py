@@ -7,19 +7,28 @@ With rho_it = pi_theta(y_i^t) / pi_old(y_i^t), A_i = r_i - mean_j r_j, and a mas
 
 (grad rho = rho * grad log pi, and M is held constant, so each loss has exactly the gradient g.)
 
-The mask names the variant (see :mod:`verl_ext.masks`):
+The mask names the variant (see :mod:`verl_ext.algorithms.masks`):
     "one_side"  REC-OneSide, eq. (8): the mask GRPO's clipped objective implies; -IS with std-normalised
                 advantages is GRPO's gradient.
     "two_side"  REC-TwoSide, eq. (18)
     "ring"      REC-Ring, eqs. (19)-(21), with the outer margins epsilon'_low, epsilon'_high.
 """
 
-import torch
+from __future__ import annotations
 
-from verl_ext.losses.terms import LossTerms, clip_fraction_metrics, prepare, ratio_metrics
-from verl_ext.masks import one_side_mask, ring_mask, two_side_mask
+from verl_ext.algorithms.lazy_torch import torch
+from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare, ratio_metrics
+from verl_ext.algorithms.masks import one_side_mask, ring_mask, two_side_mask
+from verl_ext.algorithms.registry import CLIP_RATIO_HIGH, CLIP_RATIO_LOW, POLICY_LOSS_NODE, REC, Hyperparameter, policy_loss
 
 CLIPPING_MASKS = ("one_side", "two_side", "ring")
+
+# epsilon'_low, epsilon'_high: REC-Ring's outer margins (>= the inner epsilons)
+OUTER_CLIP_RATIO_LOW = Hyperparameter("outer_epsilon_low", f"{POLICY_LOSS_NODE}.outer_clip_ratio_low", 0.6)
+OUTER_CLIP_RATIO_HIGH = Hyperparameter("outer_epsilon_high", f"{POLICY_LOSS_NODE}.outer_clip_ratio_high", 2.0)
+OUTER_MARGINS = (OUTER_CLIP_RATIO_LOW.key, OUTER_CLIP_RATIO_HIGH.key)
+EPSILONS_READ = (CLIP_RATIO_LOW, CLIP_RATIO_HIGH)
+RING_READ = EPSILONS_READ + (OUTER_CLIP_RATIO_LOW, OUTER_CLIP_RATIO_HIGH)
 
 
 def rec_mask(
@@ -40,6 +49,14 @@ def rec_mask(
     raise ValueError(f"clipping={clipping!r}; allowed: {CLIPPING_MASKS}")
 
 
+@policy_loss("rec_oneside_is", "REC-OneSide-IS", f"{REC}, eq. 8", reads=EPSILONS_READ, clipping="one_side", importance_sampling=True)
+@policy_loss("rec_oneside_nois", "REC-OneSide-NoIS", f"{REC}, eq. 8", reads=EPSILONS_READ, clipping="one_side", importance_sampling=False)
+@policy_loss("rec_twoside_is", "REC-TwoSide-IS", f"{REC}, eq. 18", reads=EPSILONS_READ, clipping="two_side", importance_sampling=True)
+@policy_loss("rec_twoside_nois", "REC-TwoSide-NoIS", f"{REC}, eq. 18", reads=EPSILONS_READ, clipping="two_side", importance_sampling=False)
+@policy_loss("rec_ring_is", "REC-Ring-IS", f"{REC}, eqs. 19-21", reads=RING_READ, uses_outer_margins=True, clipping="ring",
+             importance_sampling=True)
+@policy_loss("rec_ring_nois", "REC-Ring-NoIS", f"{REC}, eqs. 19-21", reads=RING_READ, uses_outer_margins=True, clipping="ring",
+             importance_sampling=False)
 def rec_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,

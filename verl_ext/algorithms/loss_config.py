@@ -18,11 +18,13 @@ from typing import Any, Optional
 
 from verl.workers.config import PolicyLossConfig
 
-from verl_ext.catalog import POLICY_LOSSES, estimator_spec, policy_loss_spec
+from verl_ext.algorithms.m2po import SECOND_MOMENT_THRESHOLD, TOKEN_SET, TOKEN_SETS
+from verl_ext.algorithms.opmd import REG_FORM, REGULARIZER_FORMS
+from verl_ext.algorithms.rec import OUTER_CLIP_RATIO_HIGH, OUTER_CLIP_RATIO_LOW
+from verl_ext.algorithms.red_weight import WEIGHT_TEMPERATURE
+from verl_ext.algorithms.registry import POLICY_LOSS_NODE, POLICY_LOSSES, REG_COEF, estimator_spec, hyperparameters, policy_loss_spec
+from verl_ext.algorithms.topr import RATIO_LEVELS, TOPR_RATIO_LEVEL
 from verl_ext.config_values import ConfigError, is_finite_number, reject
-from verl_ext.losses.m2po import PAPER_THRESHOLD, TOKEN_SETS
-from verl_ext.losses.opmd import REGULARIZER_FORMS
-from verl_ext.losses.topr import RATIO_LEVELS
 
 OFFPOLICY_GRPO_MIN_IS_THRESHOLD = 100.0
 
@@ -36,27 +38,28 @@ class RECPolicyLossConfig(PolicyLossConfig):
         outer_clip_ratio_high: epsilon'_high, REC-Ring's outer upper margin (>= epsilon_high).
         reg_coef: beta, the regularizer weight of OPMD and AsymRE (>= 0).
         reg_form: OPMD's regularizer, ``sequence`` ((beta/2)(sum_t Delta_t)^2 per response, the paper's) or
-            ``token`` ((beta/2) sum_t Delta_t^2, Trinity-RFT's k2 form and verl's ``dro``); see :mod:`verl_ext.losses.opmd`.
+            ``token`` ((beta/2) sum_t Delta_t^2, Trinity-RFT's k2 form and verl's ``dro``); see :mod:`verl_ext.algorithms.opmd`.
         weight_temperature: T of RED-Weight, w_i = exp(A_i / T) (> 0).
         topr_ratio_level: TOPR's truncated ratio, ``sequence`` (pi(y)/mu(y) of the whole response, the paper's) or
-            ``token`` (per-token ratio, Trinity-RFT's); see :mod:`verl_ext.losses.topr`.
+            ``token`` (per-token ratio, Trinity-RFT's); see :mod:`verl_ext.algorithms.topr`.
         m2_threshold: tau_M2 of M2PO, the bound on the mean squared log-ratio of the kept tokens (>= 0; paper: 0.04).
         m2_tokens: the tokens M2PO measures and masks, ``trust_region`` (the paper's) or ``all`` (AReaL's); see
-            :mod:`verl_ext.losses.m2po`.
+            :mod:`verl_ext.algorithms.m2po`.
         clip_ratio_low, clip_ratio_high, adv_estimator, bypass_mode, rollout_is, rollout_is_threshold,
         rollout_is_batch_normalize, use_v1: mirrors of ``actor.clip_ratio_low/high``,
         ``algorithm.adv_estimator``, ``algorithm.rollout_correction.*`` and ``trainer.use_v1``, filled by
         the recipe config for the checks; the losses read the real keys.
     """
 
-    outer_clip_ratio_low: float = 0.6
-    outer_clip_ratio_high: float = 2.0
-    reg_coef: float = 0.1
-    reg_form: str = REGULARIZER_FORMS[0]
-    weight_temperature: float = 1.0
-    topr_ratio_level: str = RATIO_LEVELS[0]
-    m2_threshold: float = PAPER_THRESHOLD
-    m2_tokens: str = TOKEN_SETS[0]
+    # the defaults are the losses' own (each declared beside its loss)
+    outer_clip_ratio_low: float = OUTER_CLIP_RATIO_LOW.default
+    outer_clip_ratio_high: float = OUTER_CLIP_RATIO_HIGH.default
+    reg_coef: float = REG_COEF.default
+    reg_form: str = REG_FORM.default
+    weight_temperature: float = WEIGHT_TEMPERATURE.default
+    topr_ratio_level: str = TOPR_RATIO_LEVEL.default
+    m2_threshold: float = SECOND_MOMENT_THRESHOLD.default
+    m2_tokens: str = TOKEN_SET.default
 
     clip_ratio_low: Optional[float] = None
     clip_ratio_high: Optional[float] = None
@@ -75,7 +78,7 @@ class RECPolicyLossConfig(PolicyLossConfig):
 
 
 def _key(name: str) -> str:
-    return f"actor_rollout_ref.actor.policy_loss.{name}"
+    return f"{POLICY_LOSS_NODE}.{name}"
 
 
 def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
@@ -185,9 +188,8 @@ def _check_verl_loss(config: RECPolicyLossConfig) -> None:
 
 
 # verl-ext's own hyperparameters in this node (not verl's fields, not the mirrors), each read by the losses whose
-# catalog entry lists its key.
-OWN_KEYS = ("outer_clip_ratio_low", "outer_clip_ratio_high", "reg_coef", "reg_form", "weight_temperature",
-            "topr_ratio_level", "m2_threshold", "m2_tokens")
+# registration lists its key.
+OWN_KEYS = tuple(hyperparameter.field for key, hyperparameter in hyperparameters().items() if key.startswith(f"{POLICY_LOSS_NODE}."))
 
 
 def _reject_unread_keys(config: RECPolicyLossConfig, spec) -> None:
@@ -285,7 +287,6 @@ MIRRORS = {
     "rollout_is_batch_normalize": "algorithm.rollout_correction.rollout_is_batch_normalize",
     "use_v1": "trainer.use_v1",
 }
-POLICY_LOSS_NODE = "actor_rollout_ref.actor.policy_loss"
 
 
 def check_mirrors(config) -> None:

@@ -9,11 +9,14 @@ can converge to a sub-optimal policy on stale data (Section 3's 3-arm bandit). p
 diagnostics (ratio, ppo_kl), which show how stale the batch is.
 """
 
-import torch
+from __future__ import annotations
 
-from verl_ext.losses.terms import LossTerms, prepare, ratio_metrics
+from verl_ext.algorithms.lazy_torch import torch
+from verl_ext.algorithms.registry import REC, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics
 
 
+@policy_loss("rec_reinforce", "group-relative REINFORCE", f"{REC}, eq. 1b", old_log_prob="unused")
 def reinforce_loss(
     log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor
 ) -> LossTerms:

@@ -29,13 +29,17 @@ verl-ext loss (the paper writes an expectation over trajectories of sum_t, which
 the preset keeps verl's default token-mean, as Trinity and the REC family do).
 """
 
-import torch
+from __future__ import annotations
 
-from verl_ext.losses.terms import LossTerms, prepare, ratio_metrics, sequence_sum
+from verl_ext.algorithms.lazy_torch import torch
+from verl_ext.algorithms.registry import POLICY_LOSS_NODE, Hyperparameter, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, sequence_sum
 
 RATIO_LEVELS = ("sequence", "token")
+TOPR_RATIO_LEVEL = Hyperparameter("ratio_level", f"{POLICY_LOSS_NODE}.topr_ratio_level", RATIO_LEVELS[0])
 
 
+@policy_loss("topr", "TOPR (Tapered Off-Policy REINFORCE)", "arXiv 2503.14286, Section 3", reads=(TOPR_RATIO_LEVEL,))
 def topr_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,

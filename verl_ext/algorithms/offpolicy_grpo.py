@@ -12,21 +12,30 @@ and ``rollout_is_weights`` = r' (``rollout_correction.rollout_is=token`` with a 
 truncate), hence r = exp(log pi_theta - log pi_k) * r'. Advantages: verl's ``grpo`` estimator.
 """
 
-import torch
+from __future__ import annotations
 
-from verl_ext.losses.terms import LossTerms, prepare, ratio_metrics
+from verl_ext.algorithms.lazy_torch import torch
+from verl_ext.algorithms.registry import CLIP_RATIO_HIGH, CLIP_RATIO_LOW, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics
 
 
+@policy_loss("offpolicy_grpo", "off-policy GRPO", "arXiv 2505.22257, eq. 6", reads=(CLIP_RATIO_LOW, CLIP_RATIO_HIGH),
+             old_log_prob="current_and_behaviour", grpo_advantages=True)
 def offpolicy_grpo_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
-    behaviour_ratio: torch.Tensor,
+    behaviour_ratio: torch.Tensor | None,
     *,
     epsilon_low: float,
     epsilon_high: float,
 ) -> LossTerms:
+    if behaviour_ratio is None:
+        raise ValueError(
+            "offpolicy_grpo received no rollout_is_weights (r' = pi_k / alpha): set "
+            "algorithm.rollout_correction.bypass_mode=false and algorithm.rollout_correction.rollout_is=token"
+        )
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)  # Delta = log pi_theta - log pi_k
     current_ratio = torch.exp(tokens.delta)
     behaviour_ratio = torch.where(tokens.mask, behaviour_ratio.detach(), torch.zeros((), dtype=current_ratio.dtype))  # r'

@@ -8,9 +8,11 @@ Delta = log pi_theta - log pi_old in place of log pi_theta where only the gradie
 have the same gradient (pi_old is a constant), and the loss then reads 0 when pi_theta = pi_old.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 
-import torch
+from verl_ext.algorithms.lazy_torch import torch
 
 
 @dataclass

@@ -8,13 +8,18 @@ Up-weighting high-reward responses equals pairwise-weighted REINFORCE (eq. 9) pl
 toward them. A_i / T is clamped to [-50, 50] so that w stays finite for tiny T.
 """
 
-import torch
+from __future__ import annotations
 
-from verl_ext.losses.terms import LossTerms, prepare, ratio_metrics, response_lengths, sequence_max, sequence_mean, sequence_sum
+from verl_ext.algorithms.lazy_torch import torch
+from verl_ext.algorithms.registry import POLICY_LOSS_NODE, REC, Hyperparameter, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, response_lengths, sequence_max, sequence_mean, sequence_sum
 
 MAX_EXPONENT = 50.0
+WEIGHT_TEMPERATURE = Hyperparameter("temperature", f"{POLICY_LOSS_NODE}.weight_temperature", 1.0)  # T
+TEMPERATURE = (WEIGHT_TEMPERATURE.key,)
 
 
+@policy_loss("red_weight", "RED-Weight", f"{REC}, Section 4.3", reads=(WEIGHT_TEMPERATURE,), old_log_prob="unused")
 def red_weight_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,

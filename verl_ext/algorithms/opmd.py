@@ -23,13 +23,17 @@ response's log-ratio sits on one token; spread over n tokens with equal Delta, t
 per token is n times the token form's.
 """
 
-import torch
+from __future__ import annotations
 
-from verl_ext.losses.terms import LossTerms, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
+from verl_ext.algorithms.lazy_torch import torch
+from verl_ext.algorithms.registry import POLICY_LOSS_NODE, REC, REG_COEF, Hyperparameter, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
 
 REGULARIZER_FORMS = ("sequence", "token")
+REG_FORM = Hyperparameter("form", f"{POLICY_LOSS_NODE}.reg_form", REGULARIZER_FORMS[0])
 
 
+@policy_loss("opmd", "OPMD (Kimi)", f"{REC}, Section 4.2", reads=(REG_COEF, REG_FORM), regularizer=True)
 def opmd_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,
@@ -37,7 +41,7 @@ def opmd_loss(
     response_mask: torch.Tensor,
     *,
     beta: float,
-    form: str = "sequence",
+    form: str = REG_FORM.default,
 ) -> LossTerms:
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
     if form == "sequence":

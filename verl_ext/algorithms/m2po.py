@@ -33,12 +33,18 @@ Both are computed over the tokens of one call, i.e. verl's micro-batch on one da
 peers' code); with ``ppo_micro_batch_size_per_gpu`` = the mini-batch and one GPU it is the paper's batch.
 """
 
-import torch
+from __future__ import annotations
 
-from verl_ext.losses.terms import LossTerms, clip_fraction_metrics, prepare, ratio_metrics
+from verl_ext.algorithms.lazy_torch import torch
+from verl_ext.algorithms.registry import POLICY_LOSS_NODE, Hyperparameter, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare, ratio_metrics
 
 TOKEN_SETS = ("trust_region", "all")
 PAPER_THRESHOLD = 0.04  # tau_M2, the one value the paper uses in all its experiments
+SECOND_MOMENT_THRESHOLD = Hyperparameter("threshold", f"{POLICY_LOSS_NODE}.m2_threshold", PAPER_THRESHOLD)
+TOKEN_SET = Hyperparameter("tokens", f"{POLICY_LOSS_NODE}.m2_tokens", TOKEN_SETS[0])
+M2_THRESHOLD = (SECOND_MOMENT_THRESHOLD.key,)
+M2_TOKENS = (TOKEN_SET.key,)
 
 
 def second_moment_mask(squared: torch.Tensor, candidates: torch.Tensor, threshold: float) -> torch.Tensor:
@@ -63,6 +69,8 @@ def second_moment_mask(squared: torch.Tensor, candidates: torch.Tensor, threshol
     return keep
 
 
+@policy_loss("m2po", "M2PO (Second-Moment Trust Policy Optimization)", "arXiv 2510.01161, Algorithm 1",
+             reads=(SECOND_MOMENT_THRESHOLD, TOKEN_SET), grpo_advantages=True)
 def m2po_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,

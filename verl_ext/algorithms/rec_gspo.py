@@ -13,12 +13,22 @@ s_i M_i stays exact per token, but the sequence normalisation becomes verl's tok
 GSPO-style epsilons are tiny: (6e-4, 8e-4) in the paper.
 """
 
-import torch
+from __future__ import annotations
 
-from verl_ext.losses.terms import LossTerms, clip_fraction_metrics, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
-from verl_ext.masks import one_side_mask
+from verl_ext.algorithms.lazy_torch import torch
+from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
+from verl_ext.algorithms.masks import one_side_mask
+from verl_ext.algorithms.registry import CLIP_RATIO_HIGH, CLIP_RATIO_LOW, REC, policy_loss
+
+# the paper's formula is a mean over responses of token means (B.7): verl's aggregation of that name
+SEQUENCE_MEAN_OF_TOKEN_MEANS = "seq-mean-token-mean"
+EPSILONS_READ = (CLIP_RATIO_LOW, CLIP_RATIO_HIGH)
 
 
+@policy_loss("rec_gspo_is", "REC-GSPO-IS", f"{REC}, B.7", reads=EPSILONS_READ, paper_loss_agg_mode=SEQUENCE_MEAN_OF_TOKEN_MEANS,
+             importance_sampling=True)
+@policy_loss("rec_gspo_nois", "REC-GSPO-NoIS", f"{REC}, B.7", reads=EPSILONS_READ, paper_loss_agg_mode=SEQUENCE_MEAN_OF_TOKEN_MEANS,
+             importance_sampling=False)
 def rec_gspo_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,

@@ -6,7 +6,9 @@ sequence-level ratio s_i of shape (batch, 1); ``advantages`` has the same leadin
 returned as float tensors without gradient (they are indicators).
 """
 
-import torch
+from __future__ import annotations
+
+from verl_ext.algorithms.lazy_torch import torch
 
 
 def one_side_mask(ratio: torch.Tensor, advantages: torch.Tensor, epsilon_low: float, epsilon_high: float) -> torch.Tensor:
