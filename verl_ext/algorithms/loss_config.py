@@ -13,53 +13,47 @@ set by hand. When a mirror is missing (a config built without the recipe), its c
 """
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, make_dataclass
+from dataclasses import field as dataclass_field
 from typing import Any, Optional
 
 from verl.workers.config import PolicyLossConfig
 
-from verl_ext.algorithms.m2po import SECOND_MOMENT_THRESHOLD, TOKEN_SET, TOKEN_SETS
-from verl_ext.algorithms.opmd import REG_FORM, REGULARIZER_FORMS
-from verl_ext.algorithms.rec import OUTER_CLIP_RATIO_HIGH, OUTER_CLIP_RATIO_LOW
-from verl_ext.algorithms.red_weight import WEIGHT_TEMPERATURE
-from verl_ext.algorithms.registry import POLICY_LOSS_NODE, POLICY_LOSSES, REG_COEF, estimator_spec, hyperparameters, policy_loss_spec
-from verl_ext.algorithms.topr import RATIO_LEVELS, TOPR_RATIO_LEVEL
+from verl_ext.algorithms.registry import ACTOR, POLICY_LOSS_NODE, POLICY_LOSSES, estimator_spec, hyperparameters, policy_loss_spec
 from verl_ext.config_values import ConfigError, is_finite_number, reject
 
 OFFPOLICY_GRPO_MIN_IS_THRESHOLD = 100.0
 
+# verl-ext's own keys in this node (not verl's fields, not the mirrors): every policy-loss key a loss declares
+# beside itself (registry.Hyperparameter), each read by the losses whose registration lists it. Each becomes a
+# field with the declared default, so a loss with a new key needs no edit here.
+OWN_HYPERPARAMETERS = tuple(hyperparameter for key, hyperparameter in hyperparameters().items() if key.startswith(f"{POLICY_LOSS_NODE}."))
+OWN_KEYS = tuple(hyperparameter.field for hyperparameter in OWN_HYPERPARAMETERS)
+# verl's own keys a loss reads (actor.clip_ratio_low/high), which this node mirrors under the same name
+MIRRORED_HYPERPARAMETERS = tuple(hyperparameter for key, hyperparameter in hyperparameters().items() if key == f"{ACTOR}.{hyperparameter.field}")
+
+_OwnKeys = make_dataclass(
+    "_OwnKeys",
+    [(hyperparameter.field, type(hyperparameter.default), dataclass_field(default=hyperparameter.default)) for hyperparameter in OWN_HYPERPARAMETERS],
+    bases=(PolicyLossConfig,),
+    namespace={"__module__": __name__, "__doc__": "verl's PolicyLossConfig plus the keys the verl-ext losses declare."},
+)
+
 
 @dataclass
-class RECPolicyLossConfig(PolicyLossConfig):
-    """verl's ``PolicyLossConfig`` plus the hyperparameters of the REC family.
+class RECPolicyLossConfig(_OwnKeys):
+    """verl's ``PolicyLossConfig`` plus the hyperparameters of verl-ext's losses, and mirrors for the checks.
 
     Args:
-        outer_clip_ratio_low: epsilon'_low, REC-Ring's outer lower margin (>= epsilon_low).
-        outer_clip_ratio_high: epsilon'_high, REC-Ring's outer upper margin (>= epsilon_high).
-        reg_coef: beta, the regularizer weight of OPMD and AsymRE (>= 0).
-        reg_form: OPMD's regularizer, ``sequence`` ((beta/2)(sum_t Delta_t)^2 per response, the paper's) or
-            ``token`` ((beta/2) sum_t Delta_t^2, Trinity-RFT's k2 form and verl's ``dro``); see :mod:`verl_ext.algorithms.opmd`.
-        weight_temperature: T of RED-Weight, w_i = exp(A_i / T) (> 0).
-        topr_ratio_level: TOPR's truncated ratio, ``sequence`` (pi(y)/mu(y) of the whole response, the paper's) or
-            ``token`` (per-token ratio, Trinity-RFT's); see :mod:`verl_ext.algorithms.topr`.
-        m2_threshold: tau_M2 of M2PO, the bound on the mean squared log-ratio of the kept tokens (>= 0; paper: 0.04).
-        m2_tokens: the tokens M2PO measures and masks, ``trust_region`` (the paper's) or ``all`` (AReaL's); see
-            :mod:`verl_ext.algorithms.m2po`.
+        outer_clip_ratio_low, outer_clip_ratio_high, reg_coef, reg_form, weight_temperature, topr_ratio_level,
+        m2_threshold, m2_tokens, ...: one field per key a loss declares (:data:`OWN_KEYS`), with its default;
+            what each means is in the module of the losses that read it (``verl-ext list`` names them) and in
+            docs/algorithms.md.
         clip_ratio_low, clip_ratio_high, adv_estimator, bypass_mode, rollout_is, rollout_is_threshold,
         rollout_is_batch_normalize, use_v1: mirrors of ``actor.clip_ratio_low/high``,
         ``algorithm.adv_estimator``, ``algorithm.rollout_correction.*`` and ``trainer.use_v1``, filled by
         the recipe config for the checks; the losses read the real keys.
     """
-
-    # the defaults are the losses' own (each declared beside its loss)
-    outer_clip_ratio_low: float = OUTER_CLIP_RATIO_LOW.default
-    outer_clip_ratio_high: float = OUTER_CLIP_RATIO_HIGH.default
-    reg_coef: float = REG_COEF.default
-    reg_form: str = REG_FORM.default
-    weight_temperature: float = WEIGHT_TEMPERATURE.default
-    topr_ratio_level: str = TOPR_RATIO_LEVEL.default
-    m2_threshold: float = SECOND_MOMENT_THRESHOLD.default
-    m2_tokens: str = TOKEN_SET.default
 
     clip_ratio_low: Optional[float] = None
     clip_ratio_high: Optional[float] = None
@@ -112,14 +106,10 @@ def check_policy_loss_config(config: RECPolicyLossConfig) -> None:
         raise ConfigError(f"actor_rollout_ref.actor.clip_ratio_high={epsilon_high} (epsilon_high) must be >= 0")
 
     spec = policy_loss_spec(loss_mode)
-    if config.reg_form not in REGULARIZER_FORMS:
-        reject(_key("reg_form"), config.reg_form, f"one of {list(REGULARIZER_FORMS)}", "It chooses OPMD's regularizer (docs/algorithms.md).")
-    if config.topr_ratio_level not in RATIO_LEVELS:
-        reject(_key("topr_ratio_level"), config.topr_ratio_level, f"one of {list(RATIO_LEVELS)}",
-               "It chooses TOPR's truncated ratio (docs/algorithms.md).")
-    if config.m2_tokens not in TOKEN_SETS:
-        reject(_key("m2_tokens"), config.m2_tokens, f"one of {list(TOKEN_SETS)}",
-               "It chooses the tokens M2PO measures and masks (docs/algorithms.md).")
+    for hyperparameter in OWN_HYPERPARAMETERS:
+        value = getattr(config, hyperparameter.field)
+        if hyperparameter.choices and value not in hyperparameter.choices:
+            reject(hyperparameter.key, value, f"one of {list(hyperparameter.choices)}", hyperparameter.why)
     if config.m2_threshold < 0:
         reject(_key("m2_threshold"), config.m2_threshold, "a finite number >= 0 (tau_M2 of M2PO; paper: 0.04)")
     _reject_unread_keys(config, spec)
@@ -187,41 +177,31 @@ def _check_verl_loss(config: RECPolicyLossConfig) -> None:
         )
 
 
-# verl-ext's own hyperparameters in this node (not verl's fields, not the mirrors), each read by the losses whose
-# registration lists its key.
-OWN_KEYS = tuple(hyperparameter.field for key, hyperparameter in hyperparameters().items() if key.startswith(f"{POLICY_LOSS_NODE}."))
-
-
 def _reject_unread_keys(config: RECPolicyLossConfig, spec) -> None:
     """A hyperparameter the chosen loss does not read, set to another value than its default, is refused.
 
     Otherwise ``reg_coef=0.5`` with ``loss_mode=rec_oneside_nois`` would run and change nothing. The defaults
     (the recipe config's values) are accepted with every loss, so a config need not unset what it does not use.
     """
-    defaults = {field.name: field.default for field in fields(RECPolicyLossConfig)}
     read = set(spec.keys) if spec is not None else set()
-    for name in OWN_KEYS:
-        key, value = _key(name), getattr(config, name)
-        if key in read or value == defaults[name]:
+    for hyperparameter in OWN_HYPERPARAMETERS:
+        key, value, default = hyperparameter.key, getattr(config, hyperparameter.field), hyperparameter.default
+        if key in read or value == default:
             continue
         readers = sorted(loss for loss, loss_spec in POLICY_LOSSES.items() if key in loss_spec.keys)
-        reject(key, value, f"its default {defaults[name]!r} with loss_mode={config.loss_mode!r}, which does not read it",
+        reject(key, value, f"its default {default!r} with loss_mode={config.loss_mode!r}, which does not read it",
                f"Only {readers} read it: remove the override or pick one of those losses.")
 
 
 # Every number verl-ext reads from this node, with what it accepts. Type and finiteness are checked first for
 # all of them, whatever the loss: nan passes no comparison, so a range check alone lets it through. None is
 # allowed only for the mirrors (a config built without the recipe).
-NUMBER_KEYS = (
-    ("outer_clip_ratio_low", _key("outer_clip_ratio_low"), "a finite number in [0, 1] (epsilon'_low of REC-Ring)"),
-    ("outer_clip_ratio_high", _key("outer_clip_ratio_high"), "a finite number >= 0 (epsilon'_high of REC-Ring)"),
-    ("reg_coef", _key("reg_coef"), "a finite number >= 0 (beta of OPMD/AsymRE; paper: 0.1)"),
-    ("weight_temperature", _key("weight_temperature"), "a finite number > 0 (T of RED-Weight; paper: 1.0)"),
-    ("m2_threshold", _key("m2_threshold"), "a finite number >= 0 (tau_M2 of M2PO; paper: 0.04)"),
-    ("clip_ratio_low", "actor_rollout_ref.actor.clip_ratio_low", "a finite number in [0, 1] (epsilon_low)"),
-    ("clip_ratio_high", "actor_rollout_ref.actor.clip_ratio_high", "a finite number >= 0 (epsilon_high)"),
+NUMBER_KEYS = tuple(
+    (hyperparameter.field, hyperparameter.key, hyperparameter.allowed)
+    for hyperparameter in OWN_HYPERPARAMETERS + MIRRORED_HYPERPARAMETERS
+    if isinstance(hyperparameter.default, float)
 )
-MIRRORED_NUMBERS = ("clip_ratio_low", "clip_ratio_high")
+MIRRORED_NUMBERS = tuple(hyperparameter.field for hyperparameter in MIRRORED_HYPERPARAMETERS)
 # The switches verl-ext's checks read (mirrors): a string or a number there would be read as "true".
 MIRRORED_SWITCHES = (
     ("bypass_mode", "algorithm.rollout_correction.bypass_mode"),

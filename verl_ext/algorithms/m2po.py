@@ -41,8 +41,10 @@ from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare
 
 TOKEN_SETS = ("trust_region", "all")
 PAPER_THRESHOLD = 0.04  # tau_M2, the one value the paper uses in all its experiments
-SECOND_MOMENT_THRESHOLD = Hyperparameter("threshold", f"{POLICY_LOSS_NODE}.m2_threshold", PAPER_THRESHOLD)
-TOKEN_SET = Hyperparameter("tokens", f"{POLICY_LOSS_NODE}.m2_tokens", TOKEN_SETS[0])
+SECOND_MOMENT_THRESHOLD = Hyperparameter("threshold", f"{POLICY_LOSS_NODE}.m2_threshold", PAPER_THRESHOLD,
+                                         "a finite number >= 0 (tau_M2 of M2PO; paper: 0.04)")
+TOKEN_SET = Hyperparameter("tokens", f"{POLICY_LOSS_NODE}.m2_tokens", TOKEN_SETS[0], choices=TOKEN_SETS,
+                           why="It chooses the tokens M2PO measures and masks (docs/algorithms.md).")
 M2_THRESHOLD = (SECOND_MOMENT_THRESHOLD.key,)
 M2_TOKENS = (TOKEN_SET.key,)
 

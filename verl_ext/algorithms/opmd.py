@@ -30,7 +30,8 @@ from verl_ext.algorithms.registry import POLICY_LOSS_NODE, REC, REG_COEF, Hyperp
 from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
 
 REGULARIZER_FORMS = ("sequence", "token")
-REG_FORM = Hyperparameter("form", f"{POLICY_LOSS_NODE}.reg_form", REGULARIZER_FORMS[0])
+REG_FORM = Hyperparameter("form", f"{POLICY_LOSS_NODE}.reg_form", REGULARIZER_FORMS[0], choices=REGULARIZER_FORMS,
+                          why="It chooses OPMD's regularizer (docs/algorithms.md).")
 
 
 @policy_loss("opmd", "OPMD (Kimi)", f"{REC}, Section 4.2", reads=(REG_COEF, REG_FORM), regularizer=True)

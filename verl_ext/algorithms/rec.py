@@ -24,8 +24,10 @@ from verl_ext.algorithms.registry import CLIP_RATIO_HIGH, CLIP_RATIO_LOW, POLICY
 CLIPPING_MASKS = ("one_side", "two_side", "ring")
 
 # epsilon'_low, epsilon'_high: REC-Ring's outer margins (>= the inner epsilons)
-OUTER_CLIP_RATIO_LOW = Hyperparameter("outer_epsilon_low", f"{POLICY_LOSS_NODE}.outer_clip_ratio_low", 0.6)
-OUTER_CLIP_RATIO_HIGH = Hyperparameter("outer_epsilon_high", f"{POLICY_LOSS_NODE}.outer_clip_ratio_high", 2.0)
+OUTER_CLIP_RATIO_LOW = Hyperparameter("outer_epsilon_low", f"{POLICY_LOSS_NODE}.outer_clip_ratio_low", 0.6,
+                                      "a finite number in [0, 1] (epsilon'_low of REC-Ring)")
+OUTER_CLIP_RATIO_HIGH = Hyperparameter("outer_epsilon_high", f"{POLICY_LOSS_NODE}.outer_clip_ratio_high", 2.0,
+                                       "a finite number >= 0 (epsilon'_high of REC-Ring)")
 OUTER_MARGINS = (OUTER_CLIP_RATIO_LOW.key, OUTER_CLIP_RATIO_HIGH.key)
 EPSILONS_READ = (CLIP_RATIO_LOW, CLIP_RATIO_HIGH)
 RING_READ = EPSILONS_READ + (OUTER_CLIP_RATIO_LOW, OUTER_CLIP_RATIO_HIGH)

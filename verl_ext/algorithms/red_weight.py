@@ -15,7 +15,8 @@ from verl_ext.algorithms.registry import POLICY_LOSS_NODE, REC, Hyperparameter, 
 from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, response_lengths, sequence_max, sequence_mean, sequence_sum
 
 MAX_EXPONENT = 50.0
-WEIGHT_TEMPERATURE = Hyperparameter("temperature", f"{POLICY_LOSS_NODE}.weight_temperature", 1.0)  # T
+WEIGHT_TEMPERATURE = Hyperparameter("temperature", f"{POLICY_LOSS_NODE}.weight_temperature", 1.0,
+                                    "a finite number > 0 (T of RED-Weight; paper: 1.0)")
 TEMPERATURE = (WEIGHT_TEMPERATURE.key,)
 
 

@@ -32,12 +32,20 @@ REC = "arXiv 2509.24203"
 
 @dataclass(frozen=True)
 class Hyperparameter:
-    """A config key a loss reads: the keyword argument of the loss function it fills, and its default
-    (the recipe config's value, and the value used when a config leaves the key out)."""
+    """A config key a loss reads: the keyword argument of the loss function it fills, its default (the recipe
+    config's value, and the value used when a config leaves the key out), and what it accepts.
+
+    A key of the policy-loss node becomes a field of the policy-loss config
+    (:mod:`verl_ext.algorithms.loss_config`), whose checks refuse a number that is not ``allowed`` (type and
+    finiteness) or a string outside ``choices``, naming the key.
+    """
 
     argument: str
     key: str
     default: Any
+    allowed: str = ""  # what a value must be, as a refusal says it: "a finite number >= 0 (beta of OPMD/AsymRE)"
+    choices: tuple[str, ...] = ()  # the values a string setting accepts
+    why: str = ""  # what the setting chooses, added to a refusal
 
     @property
     def field(self) -> str:
@@ -46,9 +54,9 @@ class Hyperparameter:
 
 
 # Read by several losses: verl's own clipping range, and beta of the regularized losses.
-CLIP_RATIO_LOW = Hyperparameter("epsilon_low", f"{ACTOR}.clip_ratio_low", 0.2)
-CLIP_RATIO_HIGH = Hyperparameter("epsilon_high", f"{ACTOR}.clip_ratio_high", 0.2)
-REG_COEF = Hyperparameter("beta", f"{POLICY_LOSS_NODE}.reg_coef", 0.1)
+CLIP_RATIO_LOW = Hyperparameter("epsilon_low", f"{ACTOR}.clip_ratio_low", 0.2, "a finite number in [0, 1] (epsilon_low)")
+CLIP_RATIO_HIGH = Hyperparameter("epsilon_high", f"{ACTOR}.clip_ratio_high", 0.2, "a finite number >= 0 (epsilon_high)")
+REG_COEF = Hyperparameter("beta", f"{POLICY_LOSS_NODE}.reg_coef", 0.1, "a finite number >= 0 (beta of OPMD/AsymRE; paper: 0.1)")
 
 EPSILONS = (CLIP_RATIO_LOW.key, CLIP_RATIO_HIGH.key)
 BETA = (REG_COEF.key,)

@@ -36,7 +36,8 @@ from verl_ext.algorithms.registry import POLICY_LOSS_NODE, Hyperparameter, polic
 from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, sequence_sum
 
 RATIO_LEVELS = ("sequence", "token")
-TOPR_RATIO_LEVEL = Hyperparameter("ratio_level", f"{POLICY_LOSS_NODE}.topr_ratio_level", RATIO_LEVELS[0])
+TOPR_RATIO_LEVEL = Hyperparameter("ratio_level", f"{POLICY_LOSS_NODE}.topr_ratio_level", RATIO_LEVELS[0], choices=RATIO_LEVELS,
+                                  why="It chooses TOPR's truncated ratio (docs/algorithms.md).")
 
 
 @policy_loss("topr", "TOPR (Tapered Off-Policy REINFORCE)", "arXiv 2503.14286, Section 3", reads=(TOPR_RATIO_LEVEL,))
