@@ -10,8 +10,9 @@ A loss module holds its formula (in the docstring), its hyperparameters and thei
 Importing the package imports every algorithm module below (each registers itself), and not torch.
 """
 
+# isort: skip_file
 from verl_ext.algorithms import registry  # noqa: F401  (first: the modules below register into it)
 
-# Each registers itself; this order is the order of ``verl-ext list``, the docs' table and the presets.
-from verl_ext.algorithms import reinforce, rec, rec_gspo, opmd, asymre, red_weight, offpolicy_grpo, topr, m2po  # noqa: F401, E401, I001
-from verl_ext.algorithms import rec_advantage, red_drop  # noqa: F401, I001
+# Each module registers itself; the order of these imports is the order of ``verl-ext list`` and the presets.
+from verl_ext.algorithms import reinforce, rec, rec_gspo, opmd, asymre, red_weight, offpolicy_grpo, topr, m2po  # noqa: F401
+from verl_ext.algorithms import rec_advantage, red_drop  # noqa: F401

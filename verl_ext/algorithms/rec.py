@@ -17,9 +17,9 @@ The mask names the variant (see :mod:`verl_ext.algorithms.masks`):
 from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
-from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare, ratio_metrics
 from verl_ext.algorithms.masks import one_side_mask, ring_mask, two_side_mask
 from verl_ext.algorithms.registry import CLIP_RATIO_HIGH, CLIP_RATIO_LOW, POLICY_LOSS_NODE, REC, Hyperparameter, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare, ratio_metrics
 
 CLIPPING_MASKS = ("one_side", "two_side", "ring")
 

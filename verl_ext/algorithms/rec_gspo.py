@@ -16,9 +16,9 @@ GSPO-style epsilons are tiny: (6e-4, 8e-4) in the paper.
 from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
-from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
 from verl_ext.algorithms.masks import one_side_mask
 from verl_ext.algorithms.registry import CLIP_RATIO_HIGH, CLIP_RATIO_LOW, REC, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
 
 # the paper's formula is a mean over responses of token means (B.7): verl's aggregation of that name
 SEQUENCE_MEAN_OF_TOKEN_MEANS = "seq-mean-token-mean"
