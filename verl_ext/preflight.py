@@ -370,7 +370,6 @@ def _staleness_line(s: dict[str, Any]) -> str:
     mode = s["trainer.v1.trainer_mode"]
     if mode != "delayed_sync":
         return f"trainer_mode={mode} (verl's own; no controlled staleness)"
-    from verl_ext.experiments.settings import Setting
     from verl_ext.staleness.schedule import StalenessSchedule
 
     schedule = StalenessSchedule(
@@ -378,10 +377,9 @@ def _staleness_line(s: dict[str, Any]) -> str:
         sync_offset=s["trainer.v1.delayed_sync.sync_offset"],
         offline=s["trainer.v1.delayed_sync.offline"],
     )
-    setting = Setting(schedule.sync_interval, schedule.sync_offset, schedule.offline)  # its one name, as in run names
     text = "delayed_sync " + " ".join(
         f"{_short(k)}={s[k]}" for k in SUMMARY_KEYS["staleness"][1:]
-    ) + f" ({setting.label})"
+    ) + f" ({schedule.label})"  # the setting's one name, as in run names
     steps = s["trainer.total_training_steps"]
     if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
         smallest, largest = schedule.lag_range(steps)  # closed forms: any number of steps, constant time
