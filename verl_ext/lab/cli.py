@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from verl_ext.argument_types import non_negative_int, positive_float, positive_int
+from verl_ext.checks.arguments import non_negative_int, positive_float, positive_int
 from verl_ext.experiments.algorithms import ALGORITHMS, ALIASES, DEFAULT_EPSILONS, parse_algorithm, parse_algorithms
 from verl_ext.staleness.setting import ALIASES as SETTING_ALIASES
 from verl_ext.staleness.setting import FORMS, Setting, parse_settings

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Optional
 
-from verl_ext.config_values import ConfigError
+from verl_ext.checks.values import ConfigError
 from verl_ext.files import read_bounded, write_whole
 from verl_ext.staleness.setting import check_setting
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_ext.config_values import ConfigError, is_finite_number, is_int, reject, require_bool, require_int
+from verl_ext.checks.values import ConfigError, is_finite_number, reject, require_bool, require_int
 from verl_ext.staleness.schedule import StalenessSchedule
 from verl_ext.staleness.setting import CONFIG_KEY, TRAINER_MODE, check_setting
 
@@ -335,19 +335,13 @@ def _check_zero_variance_masking(config: DictConfig) -> None:
         "A colocated reward model scores the batch only after it is sampled; masking needs the rewards at "
         "sampling time (rule-based rewards, or a reward model in its own resource pool).",
     )
-    group_size = OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=1)
-    if not is_int(group_size) or group_size < 2:
-        _reject(
-            "actor_rollout_ref.rollout.n",
-            group_size,
-            f"an integer >= 2 {why}",
-            "A group of one response has no reward variance to measure.",
-        )
+    require_int("actor_rollout_ref.rollout.n", OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=1), 2,
+                "A group of one response has no reward variance to measure.", when=why)
 
 
 def check_staleness_keys(config: DictConfig) -> None:
     """The ``trainer.v1.delayed_sync`` checks for any trainer mode, run in the driver before Ray starts
-    (:mod:`verl_ext.run_checks`): the block's values always (a typo or a NaN is an error in every mode), the
+    (:mod:`verl_ext.driver_checks`): the block's values always (a typo or a NaN is an error in every mode), the
     whole mode's requirements with ``trainer_mode=delayed_sync``, and outside it every key of the block set to
     another value than its default is refused, naming the key: the run would silently ignore it (the
     ``sync_interval=20`` of a run that is on-policy)."""
