@@ -19,7 +19,7 @@ from tests.experiments.test_profiles_and_figures import CASES
 from tests.run_scripts.scripts import FIGURE_GRIDS, planned_cells
 from verl_ext import preflight
 from verl_ext.experiments.algorithms import parse_algorithm
-from verl_ext.experiments.settings import parse_setting
+from verl_ext.staleness.setting import parse_setting
 
 # Table 1 of arXiv 2509.24203, per project: model, lr, batch, K, weight decay, warmup, evaluation (temperature, top-p)
 TABLE_1 = {

@@ -35,7 +35,7 @@ from verl_ext.experiments.environment import RunEnvironment
 from verl_ext.experiments.overrides import hydra_list, hydra_string, merge_overrides
 from verl_ext.experiments.profiles import Profile
 from verl_ext.experiments.run_names import check_name, run_name
-from verl_ext.experiments.settings import Setting
+from verl_ext.staleness.setting import Setting
 from verl_ext.checkpoint_backends import CPU_BACKEND, GPU_BACKEND
 from verl_ext.metrics_file import file_logger_path
 from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME

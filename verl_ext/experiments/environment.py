@@ -68,7 +68,7 @@ from verl_ext.experiments.run_names import check_name
 FLAGS = ("VERL_EXT_DRY_RUN", "VERL_EXT_CPU_SMOKE", "VERL_EXT_GPU_SMOKE")
 # verl's Tracking backends (verl/utils/tracking.py, Tracking.supported_backend, and its deprecated "tracking"):
 # a copy, so that LOGGER is checked without importing verl; tests/adversarial/test_launcher_variables.py
-# compares it with verl's list, and the driver check (verl_ext.run_checks) reads verl's own
+# compares it with verl's list, and the driver check (verl_ext.driver_checks) reads verl's own
 TRACKING_BACKENDS = ("wandb", "mlflow", "swanlab", "vemlp_wandb", "tensorboard", "console", "clearml", "trackio",
                      "file", "rl_insight", "tracking")
 

@@ -15,7 +15,7 @@ import re
 from typing import Optional
 
 from verl_ext.experiments.algorithms import AlgorithmChoice, number_label
-from verl_ext.experiments.settings import Setting
+from verl_ext.staleness.setting import Setting
 
 SAFE = re.compile(r"[A-Za-z0-9_.@+=-]+")  # characters file names take as they are (match with fullmatch)
 # the longest user-given name: a file name holds 255 bytes, and ``<name>.partN.jsonl`` must fit

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from verl_ext import metric_names
-from verl_ext.argument_types import non_negative_int, positive_int
+from verl_ext.checks.arguments import non_negative_int, positive_int
 from verl_ext.gpu.smoke_checks import BF16_LAG0_TOLERANCE, FLOAT32_LAG0_TOLERANCE, format_smoke, summarize_smoke
 
 DEFAULT_STEPS = 10
