@@ -37,8 +37,8 @@ from typing import Any, Optional, Sequence
 from verl_ext.cpu.profile import cpu_environment, cpu_overrides_for
 from verl_ext.cpu.rollout_events import read_rollout_events
 from verl_ext.cpu.topology import Topology, check_memory
-from verl_ext.experiments.overrides import merge_overrides
-from verl_ext.experiments.run_names import check_name
+from verl_ext.runs.overrides import merge_overrides
+from verl_ext.runs.names import check_name
 from verl_ext.metrics_file import file_logger_path, read_metrics_file
 from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME
 from verl_ext.recipe import config_dir as recipe_config_dir  # the packaged recipe config, in a checkout or installed
@@ -66,7 +66,7 @@ class CPURun:
     checkpoint_dir: Optional[Path] = None  # default: <run dir>/checkpoints; share it to resume a run
 
     def __post_init__(self) -> None:
-        check_name(self.name, "CPURun name")  # the run names' one alphabet (verl_ext.experiments.run_names.SAFE)
+        check_name(self.name, "CPURun name")  # the run names' one alphabet (verl_ext.runs.names.SAFE)
         if not isinstance(self.steps, int) or self.steps < 1:
             raise ValueError(f"CPURun {self.name!r}: steps must be an integer >= 1, got {self.steps!r}")
         if isinstance(self.overrides, str):

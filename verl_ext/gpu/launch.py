@@ -22,7 +22,7 @@ from typing import Optional
 
 from verl_ext.cpu import launch as cpu_launch
 from verl_ext.cpu.launch import CPURun, CPURunResult
-from verl_ext.experiments.overrides import merge_overrides
+from verl_ext.runs.overrides import merge_overrides
 from verl_ext.gpu.profile import gpu_environment, gpu_overrides
 
 PROJECT_NAME = "verl_ext_gpu"
