@@ -32,6 +32,7 @@ from typing import Optional, Sequence
 
 from verl_ext.experiments.algorithms import AlgorithmChoice, number_label
 from verl_ext.experiments.environment import RunEnvironment
+from verl_ext.runs import main_ppo
 from verl_ext.runs.overrides import hydra_list, hydra_string, merge_overrides
 from verl_ext.experiments.profiles import Profile
 from verl_ext.experiments.run_names import run_name
@@ -90,7 +91,7 @@ class Cell:
     @property
     def main_ppo_args(self) -> list[str]:
         """The arguments of ``python -m verl.trainer.main_ppo`` (and of the dry run) for this cell."""
-        return [f"--config-path={recipe_config_dir()}", f"--config-name={RECIPE_CONFIG_NAME}", *self.overrides]
+        return main_ppo.arguments(recipe_config_dir(), RECIPE_CONFIG_NAME, self.overrides)
 
 
 def parse_learning_rates(text: str, what: str = "LEARNING_RATES") -> list[float]:
