@@ -38,3 +38,22 @@ def test_the_output_goes_to_the_log_and_the_bar_to_the_terminal(tmp_path, capfd)
         assert line in text
     out, err = capfd.readouterr()
     assert err == "the progress bar\n" and out == "after the block\n"
+
+
+def test_when_ray_does_not_start_every_run_is_reported_not_run_with_the_reason_in_the_log(tmp_path, lab_assets, monkeypatch):
+    """Starting Ray is the one collaborator replaced here (it fails as ``CPURaySession`` fails when Ray is already
+    initialised in this process); the runner's handling is the code under test."""
+    from verl_ext.cpu import launch
+
+    def refuse(session):
+        raise RuntimeError("CPURaySession starts its own Ray cluster; Ray is already initialised in this process")
+
+    monkeypatch.setattr(launch.CPURaySession, "__enter__", refuse)
+    runs = [LabRun(parse_algorithm(name), parse_setting("sync_interval_2"), steps=2) for name in ("rec_reinforce", "grpo")]
+    records = run_lab(runs, tmp_path / "lab", lab_assets, target=0.9)
+    log = tmp_path / "lab" / "lab.log"
+    assert [record["name"] for record in records] == [run.name for run in runs]
+    for record in records:
+        assert record["error"] == (f"not run: RuntimeError: CPURaySession starts its own Ray cluster; Ray is already "
+                                   f"initialised in this process (see {log.resolve()})")
+    assert "Traceback" in log.read_text() and "Ray is already initialised" in log.read_text()

@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, TextIO
@@ -175,17 +176,22 @@ def _run_here(pending: Sequence[LabRun], paths: LabPaths, assets_dir: Path, prog
             )
             with progress:
                 task = progress.add_task("lab", total=sum(run.steps for run in pending), detail="starting Ray")
-                with CPURaySession(paths.out_dir, assets_dir) as session:
-                    done = 0
-                    for index, run in enumerate(pending):
-                        label = f"run {index + 1}/{len(pending)} {run.name}"
-                        with _watching(progress, task, run, paths.metrics(run), done, label):
-                            result = session.run(run.cpu_run())
-                        print(f"[verl-ext lab] {run.name}: {'ok' if result.ok else result.error} "
-                              f"({result.wall_seconds:.0f} s)", flush=True)
-                        errors[run.name] = None if result.ok else f"{result.error} (see {paths.log})"
-                        done += run.steps
-                        progress.update(task, completed=done)
+                try:
+                    with CPURaySession(paths.out_dir, assets_dir) as session:
+                        done = 0
+                        for index, run in enumerate(pending):
+                            label = f"run {index + 1}/{len(pending)} {run.name}"
+                            with _watching(progress, task, run, paths.metrics(run), done, label):
+                                result = session.run(run.cpu_run())  # a failed run is in the result; the next one goes on
+                            print(f"[verl-ext lab] {run.name}: {'ok' if result.ok else result.error} "
+                                  f"({result.wall_seconds:.0f} s)", flush=True)
+                            errors[run.name] = None if result.ok else f"{result.error} (see {paths.log})"
+                            done += run.steps
+                            progress.update(task, completed=done)
+                except Exception as error:  # Ray did not start, or did not come back idle: the runs left are not run
+                    traceback.print_exc()  # into the log
+                    for run in pending:
+                        errors.setdefault(run.name, f"not run: {type(error).__name__}: {error} (see {paths.log})")
     finally:
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
