@@ -3,7 +3,7 @@
 import pytest
 
 from verl_ext.experiments.algorithms import ALGORITHMS, parse_algorithm
-from verl_ext.experiments.run_names import SAFE
+from verl_ext.runs.names import SAFE
 from verl_ext.staleness.setting import OFFLINE, ON_POLICY, Setting, parse_setting
 from verl_ext.lab.plan import LabRun, plan_runs
 

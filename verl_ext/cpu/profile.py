@@ -198,7 +198,7 @@ def cpu_overrides_for(assets_dir: str | Path, user_overrides: Iterable[str] = ()
 
 def _hydra_value(value: object) -> str:
     if isinstance(value, Path):  # any folder name, non-ASCII or with quotes, read back by Hydra as it is
-        from verl_ext.experiments.overrides import hydra_string
+        from verl_ext.runs.overrides import hydra_string
 
         return hydra_string(str(value))
     return str(value)

@@ -173,7 +173,7 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
     console.print(f"[verl-ext lab] {len(runs)} runs of verl's main_ppo on the CPU backend -> {out_dir} "
                   f"(log: {out_dir / 'lab.log'})", highlight=False)
     try:
-        records = run_lab(runs, out_dir, assets, target=args.target, reuse=args.reuse, progress_console=Console(stderr=True))
+        records = run_lab(runs, out_dir, assets, target=args.target, reuse=args.reuse)
     except ValueError as error:
         console.print(f"[red]verl-ext lab: {error}")
         return 2

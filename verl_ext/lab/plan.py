@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from verl_ext.experiments.algorithms import AlgorithmChoice
-from verl_ext.experiments.overrides import override_key
+from verl_ext.runs.overrides import override_key
 from verl_ext.experiments.profiles import KL_TO_INITIAL
 from verl_ext.experiments.run_names import run_name
 from verl_ext.staleness.setting import ON_POLICY, Setting
