@@ -20,7 +20,7 @@ from typing import Any, Optional
 from verl.workers.config import PolicyLossConfig
 
 from verl_ext.algorithms.registry import ACTOR, POLICY_LOSS_NODE, POLICY_LOSSES, estimator_spec, hyperparameters, policy_loss_spec
-from verl_ext.config_values import ConfigError, is_finite_number, reject
+from verl_ext.checks.values import ConfigError, is_finite_number, reject
 
 OFFPOLICY_GRPO_MIN_IS_THRESHOLD = 100.0
 
