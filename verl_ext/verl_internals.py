@@ -109,7 +109,8 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
     _trainer("_step_once", OVERRIDE, "wait for the step's batch (overlap), zero-variance masking, and no update at all "
              "when every group is removed", ("self", "metrics", "timing_raw", "sample_batch_size")),
     _trainer("_compute_advantage", OVERRIDE, "moves the estimators' own metrics (verl_ext.step_metrics) into the "
-             "step's metrics; verl's estimators return only advantages and returns", ("self", "batch", "metrics")),
+             "step's metrics; verl's estimators return only advantages and returns (the public step() would see them "
+             "after verl's MetricsAggregator has combined the iterations' metrics)", ("self", "batch", "metrics")),
     _trainer("_compute_metrics", OVERRIDE, "adds the staleness timing metrics; a step without update logs only its "
              "step, epoch and timings", ("self", "batch", "metrics", "timing_raw", "global_steps", "epoch")),
     _trainer("_log_rollout_data", OVERRIDE, "skipped for a step without update (its batch holds no advantages)",
