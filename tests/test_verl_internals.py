@@ -190,9 +190,8 @@ def test_every_module_a_registration_waits_for_is_listed_as_an_import_hook():
     from verl_ext.cpu import patches, registration
 
     waited_for = {
-        plugin.VERL_LOSS_REGISTRY_MODULE, plugin.VERL_SINGLE_TURN_MODULE, registration.ROLLOUT_BASE_MODULE,
-        registration.ROLLOUT_REPLICA_MODULE, registration.CHECKPOINT_ENGINE_MODULE, staleness.VERL_TRAINER_MODULE,
-        patches.REPLAY_BUFFER_MODULE,
+        plugin.VERL_LOSS_REGISTRY_MODULE, plugin.VERL_SINGLE_TURN_MODULE, *registration.REGISTRATIONS_ON_IMPORT,
+        staleness.VERL_TRAINER_MODULE, patches.REPLAY_BUFFER_MODULE,
     }
     assert waited_for == {entry.module for entry in VERL_INTERNALS if entry.kind == IMPORT_HOOK}
 

@@ -25,9 +25,6 @@ from verl_ext.cpu.platform import PLATFORM_NAME, cpu_platform_class, is_cpu_plat
 
 ROLLOUT_NAME = "cpu"
 SERVER_ADAPTER_PATH = "verl_ext.cpu.server_adapter.CPUServerAdapter"
-ROLLOUT_BASE_MODULE = "verl.workers.rollout.base"
-ROLLOUT_REPLICA_MODULE = "verl.workers.rollout.replica"
-CHECKPOINT_ENGINE_MODULE = "verl.checkpoint_engine.base"
 
 
 def _register_rollout_adapter(rollout_base) -> None:
@@ -49,6 +46,15 @@ def _load_cpu_rollout_replica() -> type:
     return CPURolloutReplica
 
 
+# verl module -> what is registered into it when (and wherever) verl imports it; each is listed in
+# verl_ext.verl_internals (kind "import hook"), which verl-ext doctor checks
+REGISTRATIONS_ON_IMPORT = {
+    "verl.workers.rollout.base": _register_rollout_adapter,
+    "verl.workers.rollout.replica": _register_rollout_replica,
+    "verl.checkpoint_engine.base": _register_checkpoint_engine,
+}
+
+
 def register_cpu_backend() -> None:
     """Register the ``cpu`` platform now, the rollout and the checkpoint engine when verl imports their
     registries; install the CPU patches when ``VERL_PLATFORM=cpu``."""
@@ -57,9 +63,8 @@ def register_cpu_backend() -> None:
     platform_class = cpu_platform_class()
     if PlatformRegistry.get(PLATFORM_NAME) is not platform_class:
         PlatformRegistry.register(platform=PLATFORM_NAME)(platform_class)
-    wrapt.register_post_import_hook(_register_rollout_adapter, ROLLOUT_BASE_MODULE)
-    wrapt.register_post_import_hook(_register_rollout_replica, ROLLOUT_REPLICA_MODULE)
-    wrapt.register_post_import_hook(_register_checkpoint_engine, CHECKPOINT_ENGINE_MODULE)
+    for module, register in REGISTRATIONS_ON_IMPORT.items():
+        wrapt.register_post_import_hook(register, module)
 
     if is_cpu_platform_selected():
         from verl_ext.cpu.patches import apply_cpu_patches
