@@ -20,7 +20,7 @@ from typing import Any
 from data_prep.raw_records import RawRecord, RawSplit
 from data_prep.save_folder import check_save_dir, replace_outputs
 from data_prep.split_report import DataPrepError, MalformedRecord, MalformedRecordError, SplitReport
-from verl_ext.argument_types import positive_int
+from verl_ext.checks.arguments import positive_int
 
 Converter = Callable[[dict[str, Any], RawRecord, SplitReport], list[dict[str, Any]]]
 

@@ -178,7 +178,7 @@ def test_every_cpu_patch_is_listed_with_the_object_it_really_replaces():
 def test_the_driver_checks_patch_is_listed_on_the_function_it_replaces():
     from verl.utils import config as verl_config
 
-    from verl_ext.run_checks import VERL_EXT_HOOK
+    from verl_ext.driver_checks import VERL_EXT_HOOK
 
     entry = next(entry for entry in VERL_INTERNALS if entry.name == "validate_config")
     assert entry.kind == PATCH and entry.module == verl_config.__name__

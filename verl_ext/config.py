@@ -19,7 +19,7 @@ from typing import Any, Optional
 from verl.workers.config import PolicyLossConfig
 
 from verl_ext.catalog import POLICY_LOSSES, estimator_spec, policy_loss_spec
-from verl_ext.config_values import ConfigError, is_finite_number, reject
+from verl_ext.checks.values import ConfigError, is_finite_number, reject
 from verl_ext.losses.m2po import PAPER_THRESHOLD, TOKEN_SETS
 from verl_ext.losses.opmd import REGULARIZER_FORMS
 from verl_ext.losses.topr import RATIO_LEVELS

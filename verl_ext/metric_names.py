@@ -102,7 +102,7 @@ MEASUREMENT_PREFIXES = (TIMING_PREFIX, TIMING_PER_TOKEN_PREFIX, PERF_PREFIX, ACT
 
 def is_measurement(name: str) -> bool:
     """Whether metric ``name`` measures the machine (time, throughput, memory) rather than the training."""
-    return name.startswith(MEASUREMENT_PREFIXES) or name in STALENESS_TIMINGS
+    return name.startswith(MEASUREMENT_PREFIXES) or name in STALENESS_TIMINGS or name == GLOO_SEND_SECONDS
 
 
 def timing(phase: str) -> str:

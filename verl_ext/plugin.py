@@ -8,7 +8,7 @@ hook): a process that never builds a loss, a rollout or a trainer does not pay f
 
 - now: the ``cpu`` platform (its registry is already loaded), the CPU patches when ``VERL_PLATFORM=cpu``, and
   verl-ext's config checks joined to verl's ``validate_config``, which ``main_ppo``'s driver calls before Ray
-  starts (:mod:`verl_ext.run_checks`);
+  starts (:mod:`verl_ext.driver_checks`);
 - when verl imports ``core_algos``: the losses and advantage estimators;
 - when verl imports its rollout registries or ``CheckpointEngineRegistry``: the ``cpu`` rollout and the
   ``gloo`` checkpoint engine (:mod:`verl_ext.cpu.registration`);
@@ -23,7 +23,7 @@ triggers it. ``verl-ext doctor`` imports verl's registries and prints the real e
 import wrapt
 
 from verl_ext.cpu.registration import register_cpu_backend
-from verl_ext.run_checks import install_driver_checks
+from verl_ext.driver_checks import install_driver_checks
 from verl_ext.staleness import register_staleness
 
 VERL_LOSS_REGISTRY_MODULE = "verl.trainer.ppo.core_algos"

@@ -13,7 +13,7 @@ For each run it does what ``main_ppo`` does in the driver before Ray starts, and
 1. compose the config with Hydra from the same config directory, config name and overrides;
 2. ``auto_set_device``, verl-ext's run checks and verl's ``validate_config``, which also builds the actor config
    and so runs verl-ext's loss checks (:mod:`verl_ext.config`): exactly what ``main_ppo``'s driver runs before
-   Ray on the real path (:func:`verl_ext.run_checks.validate_run_config`: batch arithmetic, the
+   Ray on the real path (:func:`verl_ext.driver_checks.validate_run_config`: batch arithmetic, the
    ``trainer.v1.delayed_sync`` block and its mode's requirements, ``algorithm.red_drop_seed``, every
    interpolation resolved, the trainer mode looked up in verl's registry, the custom reward function loaded).
 
@@ -106,10 +106,10 @@ def compose(arguments: MainPPOArguments):
         return hydra_compose(config_name=arguments.config_name, overrides=list(arguments.overrides))
 
 
-def run_checks(config) -> tuple[dict, list[str]]:
+def check_as_the_driver(config) -> tuple[dict, list[str]]:
     """The driver's checks; raises on the first failure.
 
-    :func:`verl_ext.run_checks.validate_run_config` is the very function pair that ``main_ppo``'s driver runs
+    :func:`verl_ext.driver_checks.validate_run_config` is the very function pair that ``main_ppo``'s driver runs
     before Ray on the real path (it also resolves the config, looks the trainer mode up and loads the custom
     reward function). Returns the resolved config (a plain dict) and warnings about settings that differ from
     the papers'.
@@ -117,7 +117,7 @@ def run_checks(config) -> tuple[dict, list[str]]:
     from verl.utils.device import auto_set_device
 
     from verl_ext.checkpoint_backends import tolerate_unimportable_backends
-    from verl_ext.run_checks import validate_run_config
+    from verl_ext.driver_checks import validate_run_config
 
     auto_set_device(config)
     # a GPU config checked here may name a checkpoint engine whose transport this machine lacks (nccl: cupy)
@@ -370,7 +370,6 @@ def _staleness_line(s: dict[str, Any]) -> str:
     mode = s["trainer.v1.trainer_mode"]
     if mode != "delayed_sync":
         return f"trainer_mode={mode} (verl's own; no controlled staleness)"
-    from verl_ext.experiments.settings import Setting
     from verl_ext.staleness.schedule import StalenessSchedule
 
     schedule = StalenessSchedule(
@@ -378,10 +377,9 @@ def _staleness_line(s: dict[str, Any]) -> str:
         sync_offset=s["trainer.v1.delayed_sync.sync_offset"],
         offline=s["trainer.v1.delayed_sync.offline"],
     )
-    setting = Setting(schedule.sync_interval, schedule.sync_offset, schedule.offline)  # its one name, as in run names
     text = "delayed_sync " + " ".join(
         f"{_short(k)}={s[k]}" for k in SUMMARY_KEYS["staleness"][1:]
-    ) + f" ({setting.label})"
+    ) + f" ({schedule.label})"  # the setting's one name, as in run names
     steps = s["trainer.total_training_steps"]
     if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
         smallest, largest = schedule.lag_range(steps)  # closed forms: any number of steps, constant time
@@ -412,7 +410,7 @@ def preflight(name: str, argv: Sequence[str]) -> PreflightResult:
         with warnings_module.catch_warnings():
             warnings_module.simplefilter("ignore")  # verl's import-time notices (missing optional engines, ...)
             config = compose(arguments)
-            resolved, warnings = run_checks(config)
+            resolved, warnings = check_as_the_driver(config)
         settings, lines = summarize(resolved)
     except Exception as error:  # a bad run config: report it, go on with the next run
         return PreflightResult(name=name, ok=False, error=_error_text(error))

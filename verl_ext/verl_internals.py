@@ -197,7 +197,7 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
     VerlInternal("verl.utils.config", "validate_config", PATCH,
                  "verl-ext's whole-run checks run first, in the driver before Ray (verl has no hook for extra "
                  "config checks); main_ppo binds the name after the plugin wrapped it",
-                 "verl_ext/run_checks.py install_driver_checks", ("config", "use_reference_policy", "use_critic"),
+                 "verl_ext/driver_checks.py install_driver_checks", ("config", "use_reference_policy", "use_critic"),
                  read_in=("verl.trainer.main_ppo",), token="from verl.utils.config import validate_config"),
     VerlInternal("verl.workers.rollout.base", "_ROLLOUT_REGISTRY", ATTRIBUTE_WRITE,
                  f"rollout 'cpu' -> CPUServerAdapter ({NO_PUBLIC_HOOK}: no function adds to this dict)",

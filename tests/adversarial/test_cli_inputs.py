@@ -27,7 +27,7 @@ def exits_with_usage_error(capsys, command, argv) -> str:
     (["--steps", "9" * 5000], "expected an integer >= 0"),  # beyond Python's int-parsing digit limit
     (["--steps", "3", "--sync-interval=-inf"], "expected an integer >= 1"),
     (["--steps", "3", "--sync-offset", "1.5"], "expected an integer >= 0"),
-    (["--steps", "3", "--offline", "--sync-offset", "7"], "would be ignored"),
+    (["--steps", "3", "--offline", "--sync-offset", "7"], "would be silently ignored"),
     (["--steps", str(10**12), "--format", "json"], "lists at most 100000 steps"),
 ])
 def test_schedule(capsys, argv, message):

@@ -1,5 +1,5 @@
 """Every verl-ext config key, set to nan, +-inf or a value of the wrong type, is rejected by the driver's config
-check (:func:`verl_ext.run_checks.validate_run_config`, what ``main_ppo`` runs before Ray) with a ConfigError
+check (:func:`verl_ext.driver_checks.validate_run_config`, what ``main_ppo`` runs before Ray) with a ConfigError
 that names the key.
 
 The keys are read from the recipe config itself (every leaf verl-ext sets there, except the read-only mirrors)
@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES, compose_recipe
 from verl_ext.catalog import ESTIMATORS, POLICY_LOSSES
 from verl_ext.cli import recipe_defaults
-from verl_ext.config_values import ConfigError
-from verl_ext.run_checks import LEARNING_RATE, validate_run_config
+from verl_ext.checks.values import ConfigError
+from verl_ext.driver_checks import LEARNING_RATE, validate_run_config
 
 NAN, INF = float("nan"), float("inf")
 # verl-ext uses this verl key (off-policy GRPO needs it >= 100); the recipe sets it only through a mirror

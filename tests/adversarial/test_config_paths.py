@@ -1,6 +1,6 @@
 """Every verl-ext check runs on the real path too, before Ray: ``main_ppo``'s driver function, given a config
 the dry run rejects, raises the same error before it reaches ``ray.init`` (replaced here, since a Ray start is
-what must not happen). The dry run and the driver call one function, :func:`verl_ext.run_checks.check_run_config`
+what must not happen). The dry run and the driver call one function, :func:`verl_ext.driver_checks.check_run_config`
 (through verl's ``validate_config``, which the plugin wraps on ``import verl``)."""
 
 import copy
@@ -9,7 +9,7 @@ import pytest
 
 from tests.recipe_config import MINIMAL_RUN_OVERRIDES, RECIPE_CONFIG_DIR
 from verl_ext import preflight
-from verl_ext.config_values import ConfigError
+from verl_ext.checks.values import ConfigError
 
 DELAYED = "trainer.v1.trainer_mode=delayed_sync"
 # Each was once caught only by the dry run, after Ray started, or not at all.
@@ -87,7 +87,7 @@ def test_the_driver_calls_verl_ext_checks_through_validate_config():
     from verl.trainer import main_ppo
     from verl.utils import config as verl_config
 
-    from verl_ext.run_checks import VERL_EXT_HOOK
+    from verl_ext.driver_checks import VERL_EXT_HOOK
 
     assert getattr(main_ppo.validate_config, VERL_EXT_HOOK, False)
     assert main_ppo.validate_config is verl_config.validate_config
@@ -103,7 +103,7 @@ def test_the_driver_raises_the_dry_runs_error_before_ray(driver, case):
     overrides, message = BAD[case]
     _, config = compose(overrides)  # one composition (about 1 s) for both paths
     with pytest.raises(Exception) as dry_run:
-        preflight.run_checks(copy.deepcopy(config))  # what the dry run does after composing
+        preflight.check_as_the_driver(copy.deepcopy(config))  # what the dry run does after composing
     with pytest.raises(Exception) as raised:
         driver(config)
     assert not isinstance(raised.value, RayStarted), f"{case}: Ray started before the check"

@@ -1,6 +1,6 @@
 """Keys accepted and ignored, second round: every ``trainer.v1.delayed_sync`` key set to another value than its
 default while the trainer mode is not ``delayed_sync`` (or ``trainer.use_v1=false``) used to be accepted and the
-run was silently on-policy. The driver check (:func:`verl_ext.run_checks.validate_run_config`, what ``main_ppo``
+run was silently on-policy. The driver check (:func:`verl_ext.driver_checks.validate_run_config`, what ``main_ppo``
 runs before Ray, and the dry run) now refuses it, naming the key and saying to set the mode. The keys come from
 :class:`verl_ext.staleness.config.DelayedSyncConfig`, so a key added later is covered without editing this file.
 The driver's own path (main_ppo before ray.init) for two of them: tests/adversarial/test_config_paths.py."""
@@ -12,7 +12,7 @@ import pytest
 
 from tests.adversarial.test_config_keys import config_error_in, set_for_a_while
 from tests.recipe_config import compose_recipe
-from verl_ext.run_checks import validate_run_config
+from verl_ext.driver_checks import validate_run_config
 from verl_ext.staleness.config import CONFIG_KEY, DelayedSyncConfig
 
 DEFAULTS = DelayedSyncConfig()

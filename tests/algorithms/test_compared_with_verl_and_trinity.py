@@ -24,7 +24,7 @@ from verl.trainer.ppo.core_algos import get_policy_loss_fn
 from tests.recipe_config import actor_config, call_registered_loss, compose_recipe, loss_config
 from verl_ext.advantages import red_drop_advantages
 from verl_ext.config import RECPolicyLossConfig
-from verl_ext.config_values import ConfigError
+from verl_ext.checks.values import ConfigError
 from verl_ext.losses import opmd_loss
 
 BETA = 0.2
@@ -232,7 +232,7 @@ def test_a_mirror_set_by_hand_is_refused_in_the_driver_naming_the_real_key():
     """``policy_loss.clip_ratio_low`` is the checks' copy of ``actor.clip_ratio_low``: no loss reads it."""
     from omegaconf import OmegaConf
 
-    from verl_ext.run_checks import check_run_config
+    from verl_ext.driver_checks import check_run_config
 
     config = compose_recipe()
     check_run_config(config)  # the recipe's own mirrors pass

@@ -11,7 +11,7 @@ import pytest
 from verl_ext.cpu.launch import CPURun, recipe_config_dir, run_overrides, verl_config_dir
 from verl_ext.cpu.profile import cpu_overrides, shell_profile
 from verl_ext.cpu.run_metrics import summarize
-from verl_ext.experiments.overrides import merge_overrides, override_key
+from verl_ext.runs.overrides import merge_overrides, override_key
 from verl_ext.metrics_file import MetricsFileError, read_metrics_file
 
 

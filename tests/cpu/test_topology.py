@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from verl_ext.config_values import ConfigError
+from verl_ext.checks.values import ConfigError
 from verl_ext.cpu.launch import CPURaySession, CPURun, compose_run_config
 from verl_ext.cpu.profile import cpu_overrides, cpu_overrides_for, shell_profile
 from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology, check_cpu_topology
-from verl_ext.run_checks import check_run_config
+from verl_ext.driver_checks import check_run_config
 from verl_ext.staleness.config import engine_pool_overrides
 
 REPO = Path(__file__).resolve().parents[2]

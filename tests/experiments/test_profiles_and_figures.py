@@ -8,10 +8,10 @@ import pytest
 from verl_ext import preflight
 from verl_ext.experiments.algorithms import parse_algorithm
 from verl_ext.experiments.figures import FIGURES, figure_named
-from verl_ext.experiments.overrides import merge_overrides, override_key
+from verl_ext.runs.overrides import merge_overrides, override_key
 from verl_ext.experiments.profiles import ALIASES, PROFILES, profile_named
-from verl_ext.experiments.run_names import SAFE
-from verl_ext.experiments.settings import parse_setting
+from verl_ext.runs.names import SAFE
+from verl_ext.staleness.setting import parse_setting
 from verl_ext.recipe import CONFIG_NAME, config_dir
 
 REPO = Path(__file__).resolve().parents[2]

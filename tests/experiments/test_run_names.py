@@ -5,8 +5,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verl_ext.experiments.algorithms import ALGORITHMS, parse_algorithm
-from verl_ext.experiments.run_names import SAFE, check_name, run_name
-from verl_ext.experiments.settings import OFFLINE, Setting, parse_setting
+from verl_ext.experiments.run_names import run_name
+from verl_ext.runs.names import SAFE, check_name
+from verl_ext.staleness.setting import OFFLINE, Setting, parse_setting
 
 
 def test_the_format_with_every_part_and_with_none():

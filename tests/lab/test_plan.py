@@ -3,8 +3,8 @@
 import pytest
 
 from verl_ext.experiments.algorithms import ALGORITHMS, parse_algorithm
-from verl_ext.experiments.run_names import SAFE
-from verl_ext.experiments.settings import OFFLINE, ON_POLICY, Setting, parse_setting
+from verl_ext.runs.names import SAFE
+from verl_ext.staleness.setting import OFFLINE, ON_POLICY, Setting, parse_setting
 from verl_ext.lab.plan import LabRun, plan_runs
 
 
@@ -68,7 +68,7 @@ def test_runs_that_would_share_a_name_are_refused():
 
 
 def test_bad_knobs_are_refused_naming_them():
-    with pytest.raises(ValueError, match="sync_interval must be an integer >= 1"):
+    with pytest.raises(ValueError, match="sync_interval=0 is invalid: allowed values are an integer >= 1"):
         Setting(0, 0)
     with pytest.raises(ValueError, match="prompts_per_step must be >= 1"):
         LabRun(parse_algorithm("grpo"), prompts_per_step=0)

@@ -6,7 +6,7 @@ import pytest
 
 from tests.lab.synthetic import as_steps, step_records
 from verl_ext.experiments.algorithms import parse_algorithm
-from verl_ext.experiments.settings import Setting
+from verl_ext.staleness.setting import Setting
 from verl_ext.lab.figure import plot_groups, seed_band
 from verl_ext.lab.plan import LabRun
 from verl_ext.lab.report import JSON_KEYS, json_records, markdown_table, rich_table, run_record, table_rows

@@ -19,7 +19,7 @@ from tests.experiments.test_profiles_and_figures import CASES
 from tests.run_scripts.scripts import FIGURE_GRIDS, planned_cells
 from verl_ext import preflight
 from verl_ext.experiments.algorithms import parse_algorithm
-from verl_ext.experiments.settings import parse_setting
+from verl_ext.staleness.setting import parse_setting
 
 # Table 1 of arXiv 2509.24203, per project: model, lr, batch, K, weight decay, warmup, evaluation (temperature, top-p)
 TABLE_1 = {
@@ -329,3 +329,48 @@ def test_the_dry_run_shows_the_seeds_and_rejects_a_bad_rollout_seed_of_the_seede
         cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", seeded, bad)
         result = preflight.preflight(cell.title, cell.main_ppo_args)
         assert not result.ok and allowed in result.error, result.error
+
+
+# the cluster forms of docs/scale-out.md: two nodes of 8 GPUs (W = 16), and the split over two nodes (8 trainer
+# GPUs on one, the engine's 8 on the other)
+CLUSTER_FORMS = {
+    "two nodes": ({"NNODES": "2"}, "nnodes=2 n_gpus_per_node=8", "colocated with the actor"),
+    "split over two nodes": ({"ENGINE_GPUS_PER_NODE": "8"}, "nnodes=1 n_gpus_per_node=8", "own pool: 1 node(s) x 8 GPUs = 8 GPUs"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(CLUSTER_FORMS))
+def test_one_run_of_each_profile_passes_the_dry_run_on_a_cluster(tmp_path, cells, form):
+    """One run per profile (its first script's first run; with zero-variance masking, the off-policy GRPO run
+    too: it pads to lcm(W, mini-batch x n)) planned again in the cluster form, composed and checked."""
+    environment, trainer, engine = CLUSTER_FORMS[form]
+    chosen = {}
+    for script in sorted(cells):
+        for cell in cells[script]:
+            chosen.setdefault(cell.profile.name, (cell.project, cell.label, cell.setting.label))
+    chosen["zero-variance masking"] = ("gsm8k-offpolicy-grpo", "offpolicy_grpo", "sync_interval_10")
+    runs = []
+    for project, label, setting in chosen.values():
+        cell, = planned_cells(tmp_path, "figure", project, ALGORITHMS=label.split("-")[0], SETTINGS=setting,
+                              **environment)
+        runs.append((cell.title, cell.main_ppo_args))
+    assert len(runs) == 6
+    results = preflight.preflight_many(runs)
+    failed = {result.name: result.error for result in results if not result.ok}
+    assert not failed, failed
+    for result in results:
+        lines = dict(result.lines)
+        assert trainer in lines["resources"], lines["resources"]
+        assert lines["engine"].startswith(engine), lines["engine"]
+
+
+def test_a_world_size_that_stops_dividing_fails_the_dry_run_naming_the_key(tmp_path):
+    """docs/scale-out.md's example: 5 nodes of 8 (W = 40) for guru-qwen3-30b-a3b cannot split its 72 x 16 = 1152
+    responses evenly; 8 nodes (W = 64, 18 per rank) can."""
+    results = {}
+    for nodes in ("5", "8"):
+        cell, = planned_cells(tmp_path, "figure", "guru-figure12", NNODES=nodes, ALGORITHMS="rec_gspo_is@0.0006_0.0008")
+        results[nodes] = preflight.preflight(cell.title, cell.main_ppo_args)
+    assert results["8"].ok, results["8"].error
+    assert not results["5"].ok
+    assert "data.train_batch_size=72" in results["5"].error and "40" in results["5"].error, results["5"].error

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_async_modes as bench  # noqa: E402
 
 from verl_ext import metric_names  # noqa: E402
-from verl_ext.run_checks import validate_run_config  # noqa: E402
+from verl_ext.driver_checks import validate_run_config  # noqa: E402
 from verl_ext.staleness.config import delayed_sync_config_from, engine_on_own_pool  # noqa: E402
 
 

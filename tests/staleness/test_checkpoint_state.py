@@ -119,7 +119,7 @@ DAMAGED = {
     "huge count": (json.dumps({**GOOD, "weight_pushes": 2**64}).encode(), "field 'weight_pushes': expected an integer"),
     "zero interval": (json.dumps({**GOOD, "sync_interval": 0}).encode(), "field 'sync_interval': expected an integer in 1.."),
     "numeric offline": (json.dumps({**GOOD, "offline": 0}).encode(), "field 'offline': expected true or false"),
-    "offline with an interval": (json.dumps({**GOOD, "offline": True}).encode(), "field 'offline': true with sync_interval=3"),
+    "offline with an interval": (json.dumps({**GOOD, "offline": True}).encode(), "field 'offline': sync_interval=3 is invalid: allowed values are 1 (the default) with offline=true"),
     "5000 digits": (b'{"weight_syncs": ' + b"9" * 5000 + b"}", "not JSON"),
 }
 

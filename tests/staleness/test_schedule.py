@@ -123,14 +123,17 @@ def test_preview_rows_agree_with_the_functions():
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        ({"sync_interval": 0}, "sync_interval must be an integer >= 1"),
-        ({"sync_interval": 2.0}, "sync_interval must be an integer >= 1"),
-        ({"sync_interval": True}, "sync_interval must be an integer >= 1"),
-        ({"sync_offset": -1}, "sync_offset must be an integer >= 0"),
-        ({"offline": "yes"}, "offline must be true or false"),
+        ({"sync_interval": 0}, "sync_interval=0 is invalid: allowed values are an integer >= 1"),
+        ({"sync_interval": 2.0}, "sync_interval=2.0 is invalid: allowed values are an integer >= 1"),
+        ({"sync_interval": True}, "sync_interval=True is invalid: allowed values are an integer >= 1"),
+        ({"sync_offset": -1}, "sync_offset=-1 is invalid: allowed values are an integer >= 0"),
+        ({"offline": "yes"}, "offline='yes' is invalid: allowed values are true or false"),
         # offline ignores both: a non-default value is a contradiction, not silently dropped
-        ({"offline": True, "sync_interval": 20}, "sync_interval=20 and sync_offset=0 would be ignored"),
-        ({"offline": True, "sync_offset": 3}, "sync_interval=1 and sync_offset=3 would be ignored"),
+        ({"offline": True, "sync_interval": 20}, "sync_interval=20 is invalid: allowed values are 1 .the default. "
+                                                 "with offline=true. Offline never pushes weights after the start, so "
+                                                 "sync_interval and sync_offset would be silently ignored"),
+        ({"offline": True, "sync_offset": 3}, "sync_offset=3 is invalid: allowed values are 0 .the default. with "
+                                              "offline=true"),
     ],
 )
 def test_invalid_schedules_are_rejected(kwargs, message):

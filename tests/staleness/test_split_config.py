@@ -2,14 +2,14 @@
 driver accepts and what it refuses before Ray starts, each refusal naming the key and its allowed values.
 
 The checks run in :func:`verl_ext.staleness.config.delayed_sync_config_from`, which the driver's checks
-(:func:`verl_ext.run_checks.validate_run_config`, before ``ray.init``), the dry run and the trainer's constructor
+(:func:`verl_ext.driver_checks.validate_run_config`, before ``ray.init``), the dry run and the trainer's constructor
 call."""
 
 import pytest
 
 from tests.recipe_config import compose_recipe
 from verl_ext import checkpoint_backends
-from verl_ext.run_checks import validate_run_config
+from verl_ext.driver_checks import validate_run_config
 from verl_ext.staleness.config import (
     DelayedSyncConfig,
     delayed_sync_config_from,

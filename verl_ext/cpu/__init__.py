@@ -15,9 +15,6 @@
 - :mod:`~verl_ext.cpu.sharded_checkpoint` -- the actor's weights in verl's sharded checkpoint, joined;
 - :mod:`~verl_ext.cpu.quickstart` -- the README's main job.
 
-Docs: ``docs/cpu-backend.md``. Importing this package does not import verl.
+Docs: ``docs/cpu-backend.md``. Importing this package imports neither verl nor torch (its modules do what
+they need): ``verl-ext quickstart`` and ``verl-ext gpu-smoke`` refuse a bad argument before torch loads.
 """
-
-from verl_ext.cpu.registration import register_cpu_backend
-
-__all__ = ["register_cpu_backend"]

@@ -28,7 +28,6 @@ metrics), ``<name>/rollout_events.jsonl`` (the CPU rollout's weight events), ``<
 from __future__ import annotations
 
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +36,9 @@ from typing import Any, Optional, Sequence
 from verl_ext.cpu.profile import cpu_environment, cpu_overrides_for
 from verl_ext.cpu.rollout_events import read_rollout_events
 from verl_ext.cpu.topology import Topology, check_memory
-from verl_ext.experiments.overrides import merge_overrides
-from verl_ext.experiments.run_names import check_name
+from verl_ext.runs import main_ppo
+from verl_ext.runs.overrides import merge_overrides
+from verl_ext.runs.names import check_name
 from verl_ext.metrics_file import file_logger_path, read_metrics_file
 from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME
 from verl_ext.recipe import config_dir as recipe_config_dir  # the packaged recipe config, in a checkout or installed
@@ -66,7 +66,7 @@ class CPURun:
     checkpoint_dir: Optional[Path] = None  # default: <run dir>/checkpoints; share it to resume a run
 
     def __post_init__(self) -> None:
-        check_name(self.name, "CPURun name")  # the run names' one alphabet (verl_ext.experiments.run_names.SAFE)
+        check_name(self.name, "CPURun name")  # the run names' one alphabet (verl_ext.runs.names.SAFE)
         if not isinstance(self.steps, int) or self.steps < 1:
             raise ValueError(f"CPURun {self.name!r}: steps must be an integer >= 1, got {self.steps!r}")
         if isinstance(self.overrides, str):
@@ -177,23 +177,18 @@ def _result(run: CPURun, paths: dict[str, Path], started: float, error: Optional
     )
 
 
-def main_ppo_argv(run: CPURun, overrides: list[str]) -> list[str]:
-    """``python -m verl.trainer.main_ppo`` with the run's config and ``overrides`` (CPU and GPU launchers)."""
-    return [
-        sys.executable,
-        "-m",
-        "verl.trainer.main_ppo",
-        f"--config-path={run.resolved_config_dir()}",
-        f"--config-name={run.config_name}",
-        *overrides,
-    ]
+def main_ppo_arguments(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str]:
+    """The arguments of ``main_ppo`` for ``run`` (:func:`verl_ext.runs.main_ppo.arguments`; what the dry run checks):
+    its config, its overrides, and the metrics path in the Ray job's environment (verl's file logger runs in the
+    TaskRunner, which on a cluster's node does not see the driver's)."""
+    logger_path = f"{LOGGER_PATH_KEY}={run_paths(base_dir, run)['metrics']}"
+    overrides = merge_overrides(run_overrides(run, base_dir, assets_dir), [logger_path])
+    return main_ppo.arguments(run.resolved_config_dir(), run.config_name, overrides)
 
 
 def main_ppo_command(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str]:
-    """The child-process command of ``run``: its overrides, and the metrics path in the Ray job's environment
-    (verl's file logger runs in the TaskRunner, which on a cluster's node does not see the driver's)."""
-    logger_path = f"{LOGGER_PATH_KEY}={run_paths(base_dir, run)['metrics']}"
-    return main_ppo_argv(run, merge_overrides(run_overrides(run, base_dir, assets_dir), [logger_path]))
+    """The child-process command of ``run``: ``python -m verl.trainer.main_ppo`` with :func:`main_ppo_arguments`."""
+    return main_ppo.command(main_ppo_arguments(run, base_dir, assets_dir))
 
 
 def run_main_ppo(
@@ -404,8 +399,8 @@ class CPURaySession:
                 main_ppo(config)
             except Exception as exception:  # noqa: BLE001 -- reported in the result, with its type
                 error = f"{type(exception).__name__}: {exception}"
-            finally:
-                self.wait_until_idle()
+            # not after Ctrl-C or SIGTERM (a BaseException): the session's exit shuts Ray down, the run's actors with it
+            self.wait_until_idle()
         result = _result(run, paths, started, error, log=False)
         result.measurements = RunMeasurements(
             returncode=0 if error is None else 1,

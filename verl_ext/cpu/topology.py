@@ -29,7 +29,7 @@ starts such a cluster on this machine and publishes its address in :data:`RAY_AD
 profile's ``ray_kwargs.ray_init.address`` reads (``local`` otherwise: a one-node CPU run always starts its
 own Ray and never attaches to a cluster someone else started on this machine).
 
-:func:`check_cpu_topology` (called by :mod:`verl_ext.run_checks` in the driver, before Ray) refuses what
+:func:`check_cpu_topology` (called by :mod:`verl_ext.driver_checks` in the driver, before Ray) refuses what
 would otherwise fail after Ray started, or hang: a tensor/data/pipeline-parallel rollout (the CPU rollout
 has one process per replica), N > 1 without such a cluster, more GPUs or bundle CPUs per node than Ray is
 given (verl's placement group would wait forever), an engine on its own pool with N > 1 (the local
@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from verl_ext.config_values import ConfigError, is_int, reject
+from verl_ext.checks.values import ConfigError, is_int, reject, require_int
 
 NNODES = "trainer.nnodes"
 N_GPUS_PER_NODE = "trainer.n_gpus_per_node"
@@ -91,10 +91,8 @@ class Topology:
 
     def __post_init__(self) -> None:
         for key, value in ((NNODES, self.nnodes), (N_GPUS_PER_NODE, self.n_gpus_per_node)):
-            if not is_int(value) or value < 1:
-                reject(key, value, "an integer >= 1")
-        if not is_int(self.engine_gpus) or self.engine_gpus < 0:
-            reject(f"{ENGINE_NNODES} x {ENGINE_GPUS_PER_NODE}", self.engine_gpus, "an integer >= 0")
+            require_int(key, value, 1)
+        require_int(f"{ENGINE_NNODES} x {ENGINE_GPUS_PER_NODE}", self.engine_gpus, 0)
 
     @property
     def gpus_per_node(self) -> int:

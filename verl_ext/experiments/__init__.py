@@ -9,12 +9,12 @@ module              what it owns
 ``algorithms``      the algorithm presets (estimator + policy loss + their settings), derived from
                     :mod:`verl_ext.catalog`; ``NAME@EPS_LOW_EPS_HIGH`` clipping ranges; aliases
 ``settings``        the staleness settings (``on_policy``, ``sync_interval_M``, ``sync_offset_N``, ...)
-``run_names``       the one format of run names
+``run_names``       the one format of run names (what any name may hold: :mod:`verl_ext.runs.names`)
 ``profiles``        the REC paper's Table 1 columns (dataset + model + hyperparameters) as overrides
 ``figures``         the grid of each figure script
-``overrides``       merging override lists (a key set later wins)
 ``environment``     the run scripts' environment variables, read once and checked
-``cells``           a grid -> named runs with their merged ``main_ppo`` overrides
+``cells``           a grid -> named runs with their merged ``main_ppo`` overrides (merged by
+                    :func:`verl_ext.runs.overrides.merge_overrides`, as every launcher does)
 ``launch``          the modes: dry run, CPU / GPU smoke, real runs
 ``__main__``        ``python -m verl_ext.experiments run|sweep|figure|list`` (the bash scripts exec it)
 ==================  =====================================================================================

@@ -18,11 +18,12 @@ import shlex
 import sys
 from typing import Mapping, Optional, Sequence
 
-from verl_ext.experiments import algorithms, figures, profiles, settings
+from verl_ext.experiments import algorithms, figures, profiles
 from verl_ext.experiments.cells import Cell, Grid, build_cells, parse_learning_rates
 from verl_ext.experiments.environment import RunEnvironment, read_environment, unwritable_folder
 from verl_ext.experiments.launch import LaunchStop, Tools, launch, note
-from verl_ext.experiments.run_names import check_name
+from verl_ext.runs.names import check_name
+from verl_ext.staleness import setting as settings
 
 RUN_USAGE = "usage: run PROFILE ALGORITHM[@EPS_LOW_EPS_HIGH] [SETTING] [hydra overrides...]"
 SWEEP_USAGE = ("usage: sweep PROFILE --algorithms A,B [--settings S1,S2] [--learning-rates LR1,LR2] [--project NAME] "

@@ -1,7 +1,7 @@
 """A grid of runs -> its cells: each run's name, its final ``main_ppo`` overrides and where it writes.
 
 A cell is profile + algorithm + setting (+ learning rate). Its overrides are merged in this order, a key set
-later winning (:func:`verl_ext.experiments.overrides.merge_overrides`):
+later winning (:func:`verl_ext.runs.overrides.merge_overrides`):
 
 1. the profile (Table 1 + our resources), the algorithm preset, the staleness setting, the learning rate,
    zero-variance masking;
@@ -32,10 +32,12 @@ from typing import Optional, Sequence
 
 from verl_ext.experiments.algorithms import AlgorithmChoice, number_label
 from verl_ext.experiments.environment import RunEnvironment
-from verl_ext.experiments.overrides import hydra_list, hydra_string, merge_overrides
+from verl_ext.runs import main_ppo
+from verl_ext.runs.overrides import hydra_list, hydra_string, merge_overrides
 from verl_ext.experiments.profiles import Profile
-from verl_ext.experiments.run_names import check_name, run_name
-from verl_ext.experiments.settings import Setting
+from verl_ext.experiments.run_names import run_name
+from verl_ext.runs.names import check_name
+from verl_ext.staleness.setting import Setting
 from verl_ext.checkpoint_backends import CPU_BACKEND, GPU_BACKEND
 from verl_ext.metrics_file import file_logger_path
 from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME
@@ -89,7 +91,7 @@ class Cell:
     @property
     def main_ppo_args(self) -> list[str]:
         """The arguments of ``python -m verl.trainer.main_ppo`` (and of the dry run) for this cell."""
-        return [f"--config-path={recipe_config_dir()}", f"--config-name={RECIPE_CONFIG_NAME}", *self.overrides]
+        return main_ppo.arguments(recipe_config_dir(), RECIPE_CONFIG_NAME, self.overrides)
 
 
 def parse_learning_rates(text: str, what: str = "LEARNING_RATES") -> list[float]:

@@ -39,14 +39,14 @@ unset. Everything here is checked without importing torch, verl or Ray (a bad va
 a second, tests/adversarial/test_launcher_variables.py):
 
 - paths may hold any character, non-ASCII letters, spaces, quotes and brackets included
-  (:func:`verl_ext.experiments.overrides.hydra_string` writes them so that Hydra reads them back unchanged),
+  (:func:`verl_ext.runs.overrides.hydra_string` writes them so that Hydra reads them back unchanged),
   but not ``${`` (verl's config would interpolate it, escaped or not), a control character (a newline) or
   bytes that are not UTF-8; the folders of data files (``DATA_DIR``, the tiny assets) not ``*``, ``?`` or ``[``
   either (:data:`GLOB_CHARACTERS`: verl's dataset loader, HF datasets, takes a data file's path as a pattern);
 - ``OUTPUT_DIR``, ``DATA_DIR`` and the tiny-asset folders must be folders or not exist yet, never a file or
   below one; in the modes that write (smoke, real) ``OUTPUT_DIR`` must be writable (one probe file, removed);
   ``RAW_DATA_PATH`` must exist;
-- ``PROJECT_NAME`` and ``EXPERIMENT_NAME`` follow :func:`verl_ext.experiments.run_names.check_name` (no ``.``
+- ``PROJECT_NAME`` and ``EXPERIMENT_NAME`` follow :func:`verl_ext.runs.names.check_name` (no ``.``
   or ``..``, nothing YAML or Hydra reads as null, a number or a boolean);
 - ``LOGGER`` names backends verl's ``Tracking`` has (:data:`TRACKING_BACKENDS`).
 """
@@ -62,13 +62,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from verl_ext.experiments.overrides import INTERPOLATION
-from verl_ext.experiments.run_names import check_name
+from verl_ext.runs.overrides import INTERPOLATION
+from verl_ext.runs.names import check_name
 
 FLAGS = ("VERL_EXT_DRY_RUN", "VERL_EXT_CPU_SMOKE", "VERL_EXT_GPU_SMOKE")
 # verl's Tracking backends (verl/utils/tracking.py, Tracking.supported_backend, and its deprecated "tracking"):
 # a copy, so that LOGGER is checked without importing verl; tests/adversarial/test_launcher_variables.py
-# compares it with verl's list, and the driver check (verl_ext.run_checks) reads verl's own
+# compares it with verl's list, and the driver check (verl_ext.driver_checks) reads verl's own
 TRACKING_BACKENDS = ("wandb", "mlflow", "swanlab", "vemlp_wandb", "tensorboard", "console", "clearml", "trackio",
                      "file", "rl_insight", "tracking")
 

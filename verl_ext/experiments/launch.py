@@ -32,6 +32,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from verl_ext.experiments.cells import Cell
 from verl_ext.experiments.environment import RunEnvironment, folder_problem, unwritable_folder
 from verl_ext.experiments.profiles import Profile
+from verl_ext.runs import main_ppo
 from verl_ext.run_description import description_path, write_run_description
 
 
@@ -232,7 +233,7 @@ def launch(cells: Sequence[Cell], environment: RunEnvironment, entry: str, tools
             prepare_data(cell.profile, environment, tools)
             prepared.add(cell.profile.dataset)
         write_description(cell)
-        argv = [sys.executable, "-m", "verl.trainer.main_ppo", *cell.main_ppo_args]
+        argv = main_ppo.command(cell.main_ppo_args)
         note(f"run {cell.title}: metrics in {cell.metrics_file}")
         note(" ".join(argv))
         env = {**tools.environ, **smoke_environment(environment), "VERL_FILE_LOGGER_PATH": str(cell.metrics_file)}

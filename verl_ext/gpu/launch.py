@@ -22,7 +22,8 @@ from typing import Optional
 
 from verl_ext.cpu import launch as cpu_launch
 from verl_ext.cpu.launch import CPURun, CPURunResult
-from verl_ext.experiments.overrides import merge_overrides
+from verl_ext.runs import main_ppo
+from verl_ext.runs.overrides import merge_overrides
 from verl_ext.gpu.profile import gpu_environment, gpu_overrides
 
 PROJECT_NAME = "verl_ext_gpu"
@@ -39,7 +40,8 @@ def gpu_run_overrides(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str
 
 
 def gpu_main_ppo_command(run: CPURun, base_dir: Path, assets_dir: Path) -> list[str]:
-    return cpu_launch.main_ppo_argv(run, gpu_run_overrides(run, base_dir, assets_dir))
+    overrides = gpu_run_overrides(run, base_dir, assets_dir)
+    return main_ppo.command(main_ppo.arguments(run.resolved_config_dir(), run.config_name, overrides))
 
 
 def run_gpu_main_ppo(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from verl_ext import metric_names
-from verl_ext.argument_types import non_negative_int, positive_int
+from verl_ext.checks.arguments import non_negative_int, positive_int
 from verl_ext.gpu.smoke_checks import BF16_LAG0_TOLERANCE, FLOAT32_LAG0_TOLERANCE, format_smoke, summarize_smoke
 
 DEFAULT_STEPS = 10
@@ -38,6 +38,7 @@ def default_output_dir(backend: str) -> Path:
 
 def smoke_run(steps: int, sync_interval: int, sync_offset: int, loss: str, extra: Sequence[str] = ()):
     from verl_ext.cpu.launch import CPURun
+    from verl_ext.staleness.setting import Setting
 
     return CPURun(
         name=f"delayed_sync_{sync_interval}_{sync_offset}-{loss}",
@@ -45,9 +46,7 @@ def smoke_run(steps: int, sync_interval: int, sync_offset: int, loss: str, extra
         overrides=(
             "algorithm.adv_estimator=rec",
             f"actor_rollout_ref.actor.policy_loss.loss_mode={loss}",
-            "trainer.v1.trainer_mode=delayed_sync",
-            f"trainer.v1.delayed_sync.sync_interval={sync_interval}",
-            f"trainer.v1.delayed_sync.sync_offset={sync_offset}",
+            *Setting(sync_interval, sync_offset).overrides(),  # the one spelling of (m, n) as overrides
             *extra,
         ),
     )

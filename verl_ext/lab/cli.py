@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from verl_ext.argument_types import non_negative_int, positive_float, positive_int
+from verl_ext.checks.arguments import non_negative_int, positive_float, positive_int
 from verl_ext.experiments.algorithms import ALGORITHMS, ALIASES, DEFAULT_EPSILONS, parse_algorithm, parse_algorithms
-from verl_ext.experiments.settings import ALIASES as SETTING_ALIASES
-from verl_ext.experiments.settings import FORMS, Setting, parse_settings
+from verl_ext.staleness.setting import ALIASES as SETTING_ALIASES
+from verl_ext.staleness.setting import FORMS, Setting, parse_settings
 from verl_ext.lab.grids import DEFAULT_GRID, GRIDS, Grid, grid_named
 from verl_ext.lab.plan import DEFAULT_LEARNING_RATE, DEFAULT_STEPS, LabRun, plan_runs
 from verl_ext.lab.summary import DEFAULT_TARGET
@@ -173,7 +173,7 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
     console.print(f"[verl-ext lab] {len(runs)} runs of verl's main_ppo on the CPU backend -> {out_dir} "
                   f"(log: {out_dir / 'lab.log'})", highlight=False)
     try:
-        records = run_lab(runs, out_dir, assets, target=args.target, reuse=args.reuse, progress_console=Console(stderr=True))
+        records = run_lab(runs, out_dir, assets, target=args.target, reuse=args.reuse)
     except ValueError as error:
         console.print(f"[red]verl-ext lab: {error}")
         return 2

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from verl_ext.experiments.algorithms import AlgorithmChoice, parse_algorithm
-from verl_ext.experiments.settings import OFFLINE, ON_POLICY, Setting, parse_setting
+from verl_ext.staleness.setting import OFFLINE, ON_POLICY, Setting, parse_setting
 from verl_ext.lab.plan import PROMPTS_PER_STEP, LabRun, reject_repeated_names
 
 SYNC_INTERVAL_20 = parse_setting("sync_interval_20")

@@ -10,7 +10,7 @@ Overrides of a lab run, in order (a key set later wins), on top of the CPU profi
   whole batch, and ``trainer.v1.delayed_sync.measure_mismatch=false`` (the lab does not report that metric;
   it would cost one more actor forward per step);
 - the algorithm preset (:mod:`verl_ext.experiments.algorithms`, the run scripts' presets);
-- the staleness setting (:mod:`verl_ext.experiments.settings`): ``trainer.v1.trainer_mode=delayed_sync`` with
+- the staleness setting (:mod:`verl_ext.staleness.setting`): ``trainer.v1.trainer_mode=delayed_sync`` with
   ``sync_interval``, ``sync_offset``, ``offline`` (``docs/staleness.md``); ``on_policy`` gives the same
   batches as verl's ``sync`` mode;
 - the learning rate and the seed, which sets every random choice of the run: ``data.seed`` (the prompt
@@ -31,10 +31,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from verl_ext.experiments.algorithms import AlgorithmChoice
-from verl_ext.experiments.overrides import override_key
+from verl_ext.runs.overrides import override_key
 from verl_ext.experiments.profiles import KL_TO_INITIAL
 from verl_ext.experiments.run_names import run_name
-from verl_ext.experiments.settings import ON_POLICY, Setting
+from verl_ext.staleness.setting import ON_POLICY, Setting
 
 BYPASS_MODE_KEY = "algorithm.rollout_correction.bypass_mode"
 DEFAULT_LEARNING_RATE = 1e-3

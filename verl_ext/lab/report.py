@@ -4,7 +4,7 @@ Record of a run (the ``--json`` list's objects; the first seven keys are the iss
 ``algorithm`` (the preset's label, ``rec_oneside_nois`` or ``rec_oneside_nois@0.6_2``), ``sync_interval``,
 ``sync_offset``, ``offline``, ``seed``, ``final_reward`` (fraction of the task's maximum, mean over the last
 10% of steps), ``steps_to_target`` (null if never), then ``name`` (the run name), ``setting`` (its one name,
-``sync_interval_20``; :mod:`verl_ext.experiments.settings`), ``learning_rate``, ``epsilon_low``,
+``sync_interval_20``; :mod:`verl_ext.staleness.setting`), ``learning_rate``, ``epsilon_low``,
 ``epsilon_high`` (null for an unclipped algorithm), ``steps`` (logged), ``peak_reward``,
 ``kl_to_initial``, ``max_lag``, ``max_kl_to_behaviour`` (null when pi_old is not the behaviour policy),
 ``error`` (null unless the run failed). Definitions:

@@ -1,15 +1,15 @@
-"""Run the lab's CPU runs and collect what verl logged, with a progress bar.
+"""Run the lab's CPU runs in this process and collect what verl logged, with a progress bar.
 
-The runs go to a child process (:mod:`verl_ext.lab.session`: one Ray start-up shared by all runs, each run
-through verl's own ``main_ppo``), whose output is written to ``<out>/lab.log``. This process watches the
-files verl's file logger appends to (one line per training step, unbuffered) to drive the progress bar, and
-reads them at the end. Ctrl-C (or any exception here) stops the child with SIGTERM: the child runs in its own session (the
-terminal's Ctrl-C reaches only this process), and the Ray cluster it started shares its fate (Ray's
-processes exit when the driver that started them dies).
+The runs share one Ray start-up: :class:`verl_ext.cpu.launch.CPURaySession`, each run through verl's own
+``main_ppo`` in this process, in order; a failed run does not stop the others. While they run, this process's
+output (Ray's, verl's and its workers', forwarded to the driver) goes to ``<out>/lab.log``, at the file
+descriptors too, so that the terminal shows only the progress bar and then the results. A thread watches the
+files verl's file logger appends to (one line per training step, unbuffered) to drive the bar. Ctrl-C (or
+SIGTERM, turned into :class:`Terminated`) ends the session: Ray is shut down, its workers with it.
 
-Before anything starts, every run's config is composed with Hydra (unknown keys, bad values) and its
-staleness block checked (:func:`verl_ext.staleness.config.delayed_sync_config_from`), so a typo fails in
-seconds, naming the run and the key, not after a minute of Ray start-up.
+Before anything starts, every run is checked by the dry run's own checks (:func:`verl_ext.preflight.preflight_many`:
+Hydra's composition, verl's ``validate_config`` and verl-ext's run checks, what ``main_ppo``'s driver runs),
+so a typo fails in seconds, naming the run and the key, not after a minute of Ray start-up.
 
 With ``reuse=True`` a run whose metrics file in ``<out>`` is complete and was produced by the same overrides
 and the same initial model (``<out>/runs/<name>.json``) is not run again.
@@ -17,24 +17,23 @@ and the same initial model (``<out>/runs/<name>.json``) is not run again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
+import threading
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence, TextIO
 
 from verl_ext.lab.plan import LabRun
 from verl_ext.lab.report import run_record
-from verl_ext.lab.session import STATUS_FILE
 from verl_ext.lab.summary import REWARD_METRIC, summarize_run, trained_steps
 from verl_ext.metrics_file import read_metrics_file
 
 POLL_SECONDS = 1.0
-STOP_GRACE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -44,14 +43,6 @@ class LabPaths:
     @property
     def log(self) -> Path:
         return self.out_dir / "lab.log"
-
-    @property
-    def plan(self) -> Path:
-        return self.out_dir / "plan.json"
-
-    @property
-    def status(self) -> Path:
-        return self.out_dir / STATUS_FILE
 
     def run_description(self, run: LabRun) -> Path:
         return self.out_dir / "runs" / f"{run.name}.json"
@@ -63,16 +54,15 @@ class LabPaths:
 
 
 def check_runs(runs: Sequence[LabRun], out_dir: Path, assets_dir: Path) -> None:
-    """Compose every run's config (Hydra) and check its staleness block; raise ValueError naming the run."""
-    from verl_ext.cpu.launch import compose_run_config
-    from verl_ext.staleness.config import delayed_sync_config_from
+    """The dry run's checks on every run (:func:`verl_ext.preflight.preflight_many`); ValueError naming the
+    failed runs and why."""
+    from verl_ext.cpu.launch import main_ppo_arguments
+    from verl_ext.preflight import preflight_many
 
-    for run in runs:
-        try:
-            config = compose_run_config(run.cpu_run(), out_dir, assets_dir)
-            delayed_sync_config_from(config)
-        except Exception as error:  # noqa: BLE001 -- re-raised with the run's name
-            raise ValueError(f"lab run {run.name}: bad configuration: {type(error).__name__}: {error}") from error
+    arguments = [(run.name, main_ppo_arguments(run.cpu_run(), out_dir, assets_dir)) for run in runs]
+    failed = [result for result in preflight_many(arguments) if not result.ok]
+    if failed:
+        raise ValueError("; ".join(f"lab run {result.name}: bad configuration: {result.error}" for result in failed))
 
 
 def logged_training_steps(path: Path) -> int:
@@ -87,17 +77,6 @@ def last_reward(path: Path) -> Optional[float]:
     """The reward of the last step logged so far, None before the first."""
     rows = trained_steps(read_metrics_file(path).steps) if path.is_file() else []
     return float(rows[-1][REWARD_METRIC]) if rows else None
-
-
-def read_status(path: Path) -> dict[str, dict[str, Any]]:
-    """name -> the last status record of that run (``started`` or ``finished``)."""
-    status: dict[str, dict[str, Any]] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                record = json.loads(line)
-                status[record["name"]] = record
-    return status
 
 
 def assets_fingerprint(assets_dir: Path) -> str:
@@ -144,7 +123,7 @@ def run_lab(
     pending = [run for run in runs if not (reuse and is_reusable(run, paths, fingerprint))]
     errors: dict[str, Optional[str]] = {}
     if pending:
-        errors = _run_in_child(pending, paths, Path(assets_dir), runs, progress_console)
+        errors = _run_here(pending, paths, Path(assets_dir), progress_console)
         for run in pending:
             if errors.get(run.name) is None:
                 description = {"name": run.name, "steps": run.steps, "overrides": list(run.overrides()), "assets": fingerprint,
@@ -172,80 +151,99 @@ def missing_steps_error(run: LabRun, steps: list[dict[str, Any]], metrics: Path,
     return f"verl logged {trained} of {run.steps} training steps in {metrics}{cut}"
 
 
-def _run_in_child(pending, paths: LabPaths, assets_dir: Path, all_runs, progress_console) -> dict[str, Optional[str]]:
+def _run_here(pending: Sequence[LabRun], paths: LabPaths, assets_dir: Path, progress_console=None) -> dict[str, Optional[str]]:
+    """Run ``pending`` in one :class:`~verl_ext.cpu.launch.CPURaySession` of this process, output in the lab's
+    log, the progress bar on the terminal (``progress_console``, default: this process's standard error as it
+    was before). Each run's error (None when it ran)."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    plan = {
-        "base_dir": str(paths.out_dir),
-        "assets_dir": str(Path(assets_dir).resolve()),
-        "runs": [{"name": run.name, "overrides": list(run.overrides()), "steps": run.steps} for run in pending],
-    }
-    paths.plan.write_text(json.dumps(plan, indent=1) + "\n", encoding="utf-8")
-    paths.status.unlink(missing_ok=True)
-    total_steps = sum(run.steps for run in pending)
-    with paths.log.open("w", encoding="utf-8") as log:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "verl_ext.lab.session", str(paths.plan)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            start_new_session=True,
-        )
-        progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("steps"),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[detail]}"),
-            console=progress_console,
-            transient=False,
-        )
-        previous_handler = _raise_on_sigterm()
-        try:
-            with progress:
-                task = progress.add_task("lab", total=total_steps, detail="starting Ray")
-                while child.poll() is None:
-                    _update(progress, task, pending, paths)
-                    time.sleep(POLL_SECONDS)
-                _update(progress, task, pending, paths)
-        except BaseException:
-            _stop(child)
-            raise
-        finally:
-            if previous_handler is not None:
-                signal.signal(signal.SIGTERM, previous_handler)
-    status = read_status(paths.status)
+    from verl_ext.cpu.launch import CPURaySession
+
     errors: dict[str, Optional[str]] = {}
-    for run in pending:
-        record = status.get(run.name)
-        if record is None or record["event"] != "finished":
-            errors[run.name] = f"not run: the lab's session process exited with status {child.returncode} (see {paths.log})"
-        elif not record["ok"]:
-            errors[run.name] = f"{record['error']} (see {paths.log})"
-        else:
-            errors[run.name] = None
+    previous_handler = _raise_on_sigterm()
+    try:
+        with output_to(paths.log) as terminal:
+            progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("steps"),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[detail]}"),
+                console=progress_console or Console(file=terminal),
+                transient=False,
+            )
+            with progress:
+                task = progress.add_task("lab", total=sum(run.steps for run in pending), detail="starting Ray")
+                try:
+                    with CPURaySession(paths.out_dir, assets_dir) as session:
+                        done = 0
+                        for index, run in enumerate(pending):
+                            label = f"run {index + 1}/{len(pending)} {run.name}"
+                            with _watching(progress, task, run, paths.metrics(run), done, label):
+                                result = session.run(run.cpu_run())  # a failed run is in the result; the next one goes on
+                            print(f"[verl-ext lab] {run.name}: {'ok' if result.ok else result.error} "
+                                  f"({result.wall_seconds:.0f} s)", flush=True)
+                            errors[run.name] = None if result.ok else f"{result.error} (see {paths.log})"
+                            done += run.steps
+                            progress.update(task, completed=done)
+                except Exception as error:  # Ray did not start, or did not come back idle: the runs left are not run
+                    traceback.print_exc()  # into the log
+                    for run in pending:
+                        errors.setdefault(run.name, f"not run: {type(error).__name__}: {error} (see {paths.log})")
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
     return errors
 
 
-def _update(progress, task, pending, paths: LabPaths) -> None:
-    status = read_status(paths.status)
-    done = 0
-    detail = "starting Ray" if not status else ""
-    for index, run in enumerate(pending):
-        record = status.get(run.name)
-        if record is None:
-            continue
-        if record["event"] == "finished":
-            done += run.steps
-            continue
-        logged = logged_training_steps(paths.metrics(run))
-        done += min(logged, run.steps)
-        reward = last_reward(paths.metrics(run))
-        detail = f"run {index + 1}/{len(pending)} {run.name}" + (
-            f" reward {reward:.2f}" if reward is not None else " (starting workers)"
-        )
-    progress.update(task, completed=done, detail=detail)
+@contextlib.contextmanager
+def _watching(progress, task, run: LabRun, metrics: Path, done: int, label: str) -> Iterator[None]:
+    """While the block runs ``run``, a thread moves the bar to ``done`` + the steps logged in ``metrics``."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        while True:
+            logged = logged_training_steps(metrics)
+            reward = last_reward(metrics)
+            detail = label + (f" reward {reward:.2f}" if reward is not None else " (starting workers)")
+            progress.update(task, completed=done + min(logged, run.steps), detail=detail)
+            if stop.wait(POLL_SECONDS):
+                return
+
+    thread = threading.Thread(target=watch, name="lab-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextlib.contextmanager
+def output_to(log: Path) -> Iterator[TextIO]:
+    """Send this process's output to ``log`` within the block: ``sys.stdout``/``sys.stderr`` and file descriptors
+    1 and 2 (what Ray's processes started here inherit, and C code writes to). Yields a text stream on the
+    standard error as it was before, for the progress bar."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    terminal = os.fdopen(os.dup(saved[2]), "w", encoding="utf-8", errors="replace", buffering=1)
+    try:
+        with log.open("w", encoding="utf-8", buffering=1) as handle:
+            for fd in (1, 2):
+                os.dup2(handle.fileno(), fd)
+            try:
+                with contextlib.redirect_stdout(handle), contextlib.redirect_stderr(handle):
+                    yield terminal
+            finally:
+                for fd, copy in saved.items():
+                    os.dup2(copy, fd)
+    finally:
+        for copy in saved.values():
+            os.close(copy)
+        terminal.close()
 
 
 class Terminated(Exception):
@@ -253,10 +251,8 @@ class Terminated(Exception):
 
 
 def _raise_on_sigterm():
-    """Turn SIGTERM into an exception (so the child session is stopped too); the previous handler, or None
+    """Turn SIGTERM into an exception (so that the Ray session ends as on Ctrl-C); the previous handler, or None
     when not in the main thread (signal handlers can only be set there)."""
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         return None
 
@@ -264,15 +260,3 @@ def _raise_on_sigterm():
         raise Terminated("SIGTERM")
 
     return signal.signal(signal.SIGTERM, handler)
-
-
-def _stop(child: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL after ``STOP_GRACE_SECONDS``; Ray's processes exit with their driver."""
-    if child.poll() is not None:
-        return
-    child.send_signal(signal.SIGTERM)
-    try:
-        child.wait(timeout=STOP_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()

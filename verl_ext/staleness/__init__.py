@@ -1,6 +1,7 @@
 """Controlled staleness: the ``delayed_sync`` v1 trainer mode (docs/staleness.md).
 
-- :mod:`~verl_ext.staleness.schedule`: which policy version generates each step's batch (pure).
+- :mod:`~verl_ext.staleness.setting`: the setting (m, n, offline), its one check and its one name (pure).
+- :mod:`~verl_ext.staleness.schedule`: which policy version generates each step's batch of a setting (pure).
 - :mod:`~verl_ext.staleness.config`: the ``trainer.v1.delayed_sync`` keys and their checks.
 - :mod:`~verl_ext.staleness.trainer`: the verl trainer mode (imports verl's v1 trainer: heavy).
 - :mod:`~verl_ext.staleness.cli`: ``verl-ext schedule``, a preview of the schedule.

@@ -37,7 +37,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Optional
 
+from verl_ext.checks.values import ConfigError
 from verl_ext.files import read_bounded, write_whole
+from verl_ext.staleness.setting import check_setting
 
 STATE_FILE = "delayed_sync_state.json"
 MAX_BYTES = 64 * 1024  # the file is about 100 bytes
@@ -127,8 +129,8 @@ def _check(data: Any, where: str) -> dict[str, Any]:
             valid = isinstance(value, int) and not isinstance(value, bool) and minimum <= value <= MAX_COUNT
         if not valid:
             raise CheckpointStateError(f"{where}, field {name!r}: expected {expected}, got {value!r}")
-    if data["offline"] and (data["sync_interval"], data["sync_offset"]) != (1, 0):
-        raise CheckpointStateError(
-            f"{where}, field 'offline': true with sync_interval={data['sync_interval']}, "
-            f"sync_offset={data['sync_offset']} is no schedule (offline has 1 and 0)")
+    try:  # a schedule that exists: the setting's one rule (offline has 1 and 0)
+        check_setting(data["sync_interval"], data["sync_offset"], data["offline"])
+    except ConfigError as error:
+        raise CheckpointStateError(f"{where}, field 'offline': {error}") from None
     return data

@@ -6,7 +6,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from verl_ext.argument_types import non_negative_int, positive_int
+from verl_ext.checks.arguments import non_negative_int, positive_int
 from verl_ext.staleness.schedule import MAX_PREVIEW_STEPS, StalenessSchedule
 
 

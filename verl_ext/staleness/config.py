@@ -2,7 +2,9 @@
 
 Read and checked by :func:`delayed_sync_config_from`, which the trainer calls first thing in its
 constructor: in verl's single controller (the TaskRunner), before any worker group, rollout server or
-reward worker exists. Every error names the config key and the values it accepts.
+reward worker exists. Every error names the config key and the values it accepts. The block's
+``sync_interval``, ``sync_offset`` and ``offline`` are a staleness setting, checked by the setting's one rule
+(:func:`verl_ext.staleness.setting.check_setting`).
 """
 
 from dataclasses import dataclass, fields
@@ -10,16 +12,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_ext.config_values import ConfigError, is_finite_number, is_int, reject, require_int
+from verl_ext.checks.values import ConfigError, is_finite_number, reject, require_bool, require_int
 from verl_ext.staleness.schedule import StalenessSchedule
-
-TRAINER_MODE = "delayed_sync"
-CONFIG_KEY = f"trainer.v1.{TRAINER_MODE}"
+from verl_ext.staleness.setting import CONFIG_KEY, TRAINER_MODE, check_setting
 
 
 @dataclass(frozen=True)
 class DelayedSyncConfig:
-    """``trainer.v1.delayed_sync``: the staleness knobs (see :mod:`verl_ext.staleness.schedule`)."""
+    """``trainer.v1.delayed_sync``: the staleness knobs (see :mod:`verl_ext.staleness.schedule`), one field per
+    key; a value the mode cannot run is refused when the block is made, naming the key."""
 
     # m: weights reach the rollout engine every sync_interval gradient steps
     sync_interval: int = 1
@@ -40,21 +41,21 @@ class DelayedSyncConfig:
     # activations) next to the resident engine's actor_rollout_ref.rollout.gpu_memory_utilization
     actor_memory_fraction: float = 0.4
 
+    def __post_init__(self):
+        check_setting(self.sync_interval, self.sync_offset, self.offline, prefix=f"{CONFIG_KEY}.")
+        for key in ("measure_mismatch", "zero_variance_masking", "overlap"):
+            require_bool(f"{CONFIG_KEY}.{key}", getattr(self, key))
+        if not _is_fraction(self.actor_memory_fraction):
+            reject(f"{CONFIG_KEY}.actor_memory_fraction", self.actor_memory_fraction, FRACTION)
+
     def schedule(self) -> StalenessSchedule:
         return StalenessSchedule(
             sync_interval=self.sync_interval, sync_offset=self.sync_offset, offline=self.offline
         )
 
 
-_ALLOWED = {
-    "sync_interval": "an integer >= 1",
-    "sync_offset": "an integer >= 0",
-    "offline": "true or false",
-    "measure_mismatch": "true or false",
-    "zero_variance_masking": "true or false",
-    "overlap": "true or false",
-    "actor_memory_fraction": "a number > 0 and < 1",
-}
+KEYS = tuple(field.name for field in fields(DelayedSyncConfig))
+FRACTION = "a number > 0 and < 1"
 
 # With overlap, engine and actor share every GPU for the whole run; this much stays free for the CUDA
 # context, NCCL buffers and allocator fragmentation.
@@ -77,32 +78,13 @@ def read_delayed_sync_block(block: Any) -> DelayedSyncConfig:
     if isinstance(block, DictConfig):
         block = OmegaConf.to_container(block, resolve=True)
     if not isinstance(block, dict):
-        _reject(CONFIG_KEY, block, "a mapping with keys " + ", ".join(_ALLOWED))
-    unknown = sorted(set(block) - set(_ALLOWED))
+        _reject(CONFIG_KEY, block, "a mapping with keys " + ", ".join(KEYS))
+    unknown = sorted(set(block) - set(KEYS))
     if unknown:
         raise ConfigError(
-            f"{CONFIG_KEY} has unknown key(s) {', '.join(unknown)}: allowed keys are {', '.join(_ALLOWED)}."
+            f"{CONFIG_KEY} has unknown key(s) {', '.join(unknown)}: allowed keys are {', '.join(KEYS)}."
         )
-    values = {field.name: block.get(field.name, field.default) for field in fields(DelayedSyncConfig)}
-    if not is_int(values["sync_interval"]) or values["sync_interval"] < 1:
-        _reject(f"{CONFIG_KEY}.sync_interval", values["sync_interval"], _ALLOWED["sync_interval"])
-    if not is_int(values["sync_offset"]) or values["sync_offset"] < 0:
-        _reject(f"{CONFIG_KEY}.sync_offset", values["sync_offset"], _ALLOWED["sync_offset"])
-    for key in ("offline", "measure_mismatch", "zero_variance_masking", "overlap"):
-        if not isinstance(values[key], bool):
-            _reject(f"{CONFIG_KEY}.{key}", values[key], _ALLOWED[key])
-    if not _is_fraction(values["actor_memory_fraction"]):
-        _reject(f"{CONFIG_KEY}.actor_memory_fraction", values["actor_memory_fraction"], _ALLOWED["actor_memory_fraction"])
-    if values["offline"] and (values["sync_interval"], values["sync_offset"]) != (1, 0):
-        changed = "sync_interval" if values["sync_interval"] != 1 else "sync_offset"
-        _reject(
-            f"{CONFIG_KEY}.{changed}",
-            values[changed],
-            f"{1 if changed == 'sync_interval' else 0} (the default) with {CONFIG_KEY}.offline=true",
-            "Offline never pushes weights after the start, so sync_interval and sync_offset would be silently "
-            "ignored: drop them, or set offline=false for the delayed schedule they describe.",
-        )
-    return DelayedSyncConfig(**values)
+    return DelayedSyncConfig(**block)
 
 
 def delayed_sync_config_from(config: DictConfig) -> DelayedSyncConfig:
@@ -323,7 +305,7 @@ def _check_overlap(config: DictConfig, block: DelayedSyncConfig, split: bool = F
         return  # engine and actor on different GPUs: no memory to share
     engine_fraction = OmegaConf.select(config, "actor_rollout_ref.rollout.gpu_memory_utilization", default=0.5)
     if not _is_fraction(engine_fraction):
-        _reject("actor_rollout_ref.rollout.gpu_memory_utilization", engine_fraction, f"a number > 0 and < 1 {why}")
+        _reject("actor_rollout_ref.rollout.gpu_memory_utilization", engine_fraction, f"{FRACTION} {why}")
     if engine_fraction + block.actor_memory_fraction > 1 - OVERLAP_MEMORY_HEADROOM:
         raise ConfigError(
             f"actor_rollout_ref.rollout.gpu_memory_utilization={engine_fraction} and "
@@ -353,19 +335,13 @@ def _check_zero_variance_masking(config: DictConfig) -> None:
         "A colocated reward model scores the batch only after it is sampled; masking needs the rewards at "
         "sampling time (rule-based rewards, or a reward model in its own resource pool).",
     )
-    group_size = OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=1)
-    if not is_int(group_size) or group_size < 2:
-        _reject(
-            "actor_rollout_ref.rollout.n",
-            group_size,
-            f"an integer >= 2 {why}",
-            "A group of one response has no reward variance to measure.",
-        )
+    require_int("actor_rollout_ref.rollout.n", OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=1), 2,
+                "A group of one response has no reward variance to measure.", when=why)
 
 
 def check_staleness_keys(config: DictConfig) -> None:
     """The ``trainer.v1.delayed_sync`` checks for any trainer mode, run in the driver before Ray starts
-    (:mod:`verl_ext.run_checks`): the block's values always (a typo or a NaN is an error in every mode), the
+    (:mod:`verl_ext.driver_checks`): the block's values always (a typo or a NaN is an error in every mode), the
     whole mode's requirements with ``trainer_mode=delayed_sync``, and outside it every key of the block set to
     another value than its default is refused, naming the key: the run would silently ignore it (the
     ``sync_interval=20`` of a run that is on-policy)."""

@@ -20,10 +20,15 @@ formula holds exactly.
 Offline (the paper's stress test): weights are never pushed after the start, v(l) = 0 and lag(l) = l.
 
 ``sync_interval=1, sync_offset=0`` gives v(l) = l: a push after every step and lag 0, verl's ``sync`` mode.
+
+A schedule is a :class:`verl_ext.staleness.setting.Setting` (its fields, their check, its name) with this
+arithmetic; nothing here models (m, n, offline) again.
 """
 
 from dataclasses import dataclass
 from typing import Iterator
+
+from verl_ext.staleness.setting import Setting
 
 # The most rows a preview lists or prints as JSON (about 10 MB; a second or two on 2 busy cores): the schedule
 # repeats every sync_interval steps after its start-up, so a longer listing shows nothing new.
@@ -41,25 +46,9 @@ class ScheduledStep:
 
 
 @dataclass(frozen=True)
-class StalenessSchedule:
-    """Which policy version generates each step's batch, and after which steps weights are pushed."""
-
-    sync_interval: int = 1
-    sync_offset: int = 0
-    offline: bool = False
-
-    def __post_init__(self):
-        if isinstance(self.sync_interval, bool) or not isinstance(self.sync_interval, int) or self.sync_interval < 1:
-            raise ValueError(f"sync_interval must be an integer >= 1, got {self.sync_interval!r}")
-        if isinstance(self.sync_offset, bool) or not isinstance(self.sync_offset, int) or self.sync_offset < 0:
-            raise ValueError(f"sync_offset must be an integer >= 0, got {self.sync_offset!r}")
-        if not isinstance(self.offline, bool):
-            raise ValueError(f"offline must be true or false, got {self.offline!r}")
-        if self.offline and (self.sync_interval, self.sync_offset) != (1, 0):
-            raise ValueError(
-                f"offline never pushes weights after the start, so sync_interval={self.sync_interval} and "
-                f"sync_offset={self.sync_offset} would be ignored: leave them at 1 and 0 with offline"
-            )
+class StalenessSchedule(Setting):
+    """Which policy version generates each step's batch of a setting, and after which steps weights are pushed
+    (``StalenessSchedule(m, n, offline)``, checked as a :class:`Setting`)."""
 
     def behaviour_version(self, step: int) -> int:
         """v(l) = max(0, m * floor(l / m) - n); 0 when offline."""

@@ -1,7 +1,9 @@
-"""verl-ext's checks of a whole ``main_ppo`` config, run in the driver before Ray, data or any worker starts.
+"""The driver's checks: verl-ext's checks of a whole ``main_ppo`` config, run in the driver before Ray, data or
+any worker starts.
 
 One function, :func:`check_run_config`, owns the checks that verl's ``validate_config`` does not run for us:
-the batch arithmetic (per trainer rank too), a CPU run's topology (:mod:`verl_ext.cpu.topology`), the
+the batch arithmetic (per trainer rank too, :mod:`verl_ext.checks.batch_arithmetic`), a CPU run's topology
+(:mod:`verl_ext.cpu.topology`), the
 ``trainer.v1.delayed_sync`` block (in every trainer mode; outside ``delayed_sync`` a key set to another value
 than its default is refused, it would be ignored), ``trainer.logger`` (each name a backend of verl's
 ``Tracking``, which otherwise fails only inside Ray), ``algorithm.red_drop_seed``, the rollout seed of
@@ -26,31 +28,22 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from verl_ext.config_values import ConfigError, reject, require_int, require_number
-
-# Batch sizes and counts a step divides by: each must be an integer >= 1 before any arithmetic.
-BATCH_KEYS = (
-    "data.train_batch_size",
-    "actor_rollout_ref.actor.ppo_mini_batch_size",
-    "actor_rollout_ref.actor.ppo_epochs",
-    "actor_rollout_ref.rollout.n",
-    "trainer.nnodes",
-    "trainer.n_gpus_per_node",
-)
+from verl_ext.checks.batch_arithmetic import check_batch_arithmetic
+from verl_ext.checks.values import ConfigError, reject, require_int, require_number
 
 RED_DROP_SEED = "algorithm.red_drop_seed"
 # verl's key, set by the run scripts' LEARNING_RATES and the lab's --lr: torch refuses a negative or NaN one
 # only in the actor workers (after Ray starts) and takes inf
 LEARNING_RATE = "actor_rollout_ref.actor.optim.lr"
 REWARD_FUNCTION = "reward.custom_reward_function"
-TRAINER_MODE = "trainer.v1.trainer_mode"
+TRAINER_MODE_KEY = "trainer.v1.trainer_mode"
 LOGGER = "trainer.logger"
 ROLLOUT_SEED = "actor_rollout_ref.rollout.seed"
 DEFAULT_AGENT_LOOP = "actor_rollout_ref.rollout.agent.default_agent_loop"
 
 
 def check_run_config(config) -> dict:
-    """Raise :class:`verl_ext.config_values.ConfigError` on the first bad verl-ext setting, naming the key.
+    """Raise :class:`verl_ext.checks.values.ConfigError` on the first bad verl-ext setting, naming the key.
 
     Returns the resolved config (a plain dict), which the checks build anyway."""
     from verl_ext.config import check_mirrors
@@ -81,14 +74,14 @@ def check_what_workers_look_up(config) -> dict:
         resolved = OmegaConf.to_container(config, resolve=True)
     except Exception as error:  # omegaconf's InterpolationResolutionError and friends name the key
         raise ConfigError(f"the config does not resolve: {error}") from error
-    mode = _value(config, TRAINER_MODE)
+    mode = _value(config, TRAINER_MODE_KEY)
     if _value(config, "trainer.use_v1") is not False:
         from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
 
         try:
             get_trainer_cls(mode)
         except Exception as error:  # verl's registry names the modes it has
-            raise ConfigError(f"{TRAINER_MODE}={mode} is invalid: {error}") from error
+            raise ConfigError(f"{TRAINER_MODE_KEY}={mode} is invalid: {error}") from error
     try:
         get_custom_reward_fn(config)
     except Exception as error:  # a missing file or module, or no function of that name in it
@@ -158,75 +151,6 @@ def check_verl_ext_reward_options(config) -> None:
         check_reward_options(OmegaConf.to_container(options, resolve=True) if OmegaConf.is_config(options) else dict(options))
     except ValueError as error:  # names the option or variable and its allowed values
         raise ConfigError(f"{REWARD_FUNCTION}.reward_kwargs / environment: {error}") from error
-
-
-def check_batch_arithmetic(config) -> None:
-    """What verl skips with ``use_dynamic_bsz`` but a step needs: counts >= 1, whole mini-batches, responses
-    split evenly over the data-parallel ranks."""
-    sizes = {key: require_int(key, _value(config, key), 1) for key in BATCH_KEYS}
-    prompts = sizes["data.train_batch_size"]
-    mini_batch = sizes["actor_rollout_ref.actor.ppo_mini_batch_size"]
-    if prompts % mini_batch:
-        reject(
-            "data.train_batch_size",
-            prompts,
-            f"a multiple of actor_rollout_ref.actor.ppo_mini_batch_size={mini_batch}",
-            "Otherwise the last mini-batch would be partial (the papers take one step per batch: make them equal).",
-        )
-    group = sizes["actor_rollout_ref.rollout.n"]
-    ranks = sizes["trainer.nnodes"] * sizes["trainer.n_gpus_per_node"]
-    if (prompts * group) % ranks:
-        reject(
-            "data.train_batch_size",
-            prompts,
-            f"a number whose responses per step (x actor_rollout_ref.rollout.n={group} = {prompts * group}) split "
-            f"evenly over trainer.nnodes x trainer.n_gpus_per_node = {ranks} GPUs",
-        )
-    if (mini_batch * group) % ranks:
-        reject(
-            "actor_rollout_ref.actor.ppo_mini_batch_size",
-            mini_batch,
-            f"a number whose responses (x actor_rollout_ref.rollout.n={group} = {mini_batch * group}) split evenly "
-            f"over trainer.nnodes x trainer.n_gpus_per_node = {ranks} GPUs",
-            "verl's actor workers split each mini-batch over the data-parallel ranks (an assertion inside the "
-            "workers, after Ray started).",
-        )
-    check_micro_batches(config, per_rank_step=prompts * group // ranks, per_rank_mini_batch=mini_batch * group // ranks)
-
-
-# (micro-batch key, the dynamic-batch key that turns it off, which per-rank batch it splits)
-MICRO_BATCHES = (
-    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.use_dynamic_bsz", "mini_batch"),
-    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-     "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", "step"),
-    ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", "actor_rollout_ref.ref.log_prob_use_dynamic_bsz", "step"),
-)
-REFERENCE_MICRO_BATCH = MICRO_BATCHES[2][0]
-
-
-def check_micro_batches(config, per_rank_step: int, per_rank_mini_batch: int) -> None:
-    """Fixed micro-batches must split each rank's share whole: verl's workers assert it (``prepare_micro_batches``)
-    only after Ray and the engines started. A rank's share is ``responses / (nnodes x n_gpus_per_node)``: a
-    micro-batch size that fits one GPU count can leave a remainder at another."""
-    from verl.trainer.ppo.utils import need_reference_policy
-
-    shares = {"mini_batch": per_rank_mini_batch, "step": per_rank_step}
-    for key, dynamic_key, share in MICRO_BATCHES:
-        size = _value(config, key)
-        if size is None or _value(config, dynamic_key) is True:
-            continue
-        if key == REFERENCE_MICRO_BATCH and not need_reference_policy(config):
-            continue  # no reference policy: the value is never read
-        size = require_int(key, size, 1)
-        if shares[share] % size:
-            what = "mini-batch (ppo_mini_batch_size" if share == "mini_batch" else "step (data.train_batch_size"
-            reject(
-                key,
-                size,
-                f"a divisor of each rank's responses per {what} x rollout.n / (trainer.nnodes x "
-                f"trainer.n_gpus_per_node)) = {shares[share]}",
-                "verl's workers split a rank's share into micro-batches of this size and assert that none is partial.",
-            )
 
 
 def validate_run_config(config) -> dict:

@@ -34,9 +34,11 @@ def is_finite_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def require_int(key: str, value: Any, minimum: int, why: str = "") -> int:
+def require_int(key: str, value: Any, minimum: int, why: str = "", when: str = "") -> int:
+    """An integer (not a bool) >= ``minimum``; ``when`` words the condition under which that is required
+    (``"with trainer.v1.delayed_sync.zero_variance_masking=true"``), after the allowed values."""
     if not is_int(value) or value < minimum:
-        reject(key, value, f"an integer >= {minimum}", why)
+        reject(key, value, f"an integer >= {minimum}" + (f" {when}" if when else ""), why)
     return value
 
 

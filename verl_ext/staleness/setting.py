@@ -1,9 +1,12 @@
-"""The staleness settings of the REC paper (Appendix B.2), each written one way.
+"""The staleness setting (m, n, offline) of the REC paper (Appendix B.2): the one value, its one check, its one name.
 
 A setting is (m, n, offline): weights are pushed to the rollout every m = ``sync_interval`` steps, each batch
 is consumed n = ``sync_offset`` steps after the weights it was generated with were pushed, and ``offline``
 never pushes after the start. verl-ext runs it with ``trainer.v1.trainer_mode=delayed_sync``
-(``docs/staleness.md``). Its name, in every command, run name and table:
+(``docs/staleness.md``). What it means step by step (which version generates each batch, the lag) is
+:class:`verl_ext.staleness.schedule.StalenessSchedule`, a setting with that arithmetic; the
+``trainer.v1.delayed_sync`` block (:mod:`verl_ext.staleness.config`) checks its three keys with
+:func:`check_setting` and turns into one. Its name, in every command, run name and table:
 
 ==============================  =====================  ======================================================
 name                            (m, n)                 meaning
@@ -16,30 +19,59 @@ name                            (m, n)                 meaning
 ==============================  =====================  ======================================================
 
 Alias (resolved on input): ``mixed`` = ``sync_interval_16_offset_8`` (Figure 2's caption).
+
+The rule, checked once (:func:`check_setting`): m is an integer >= 1, n an integer >= 0, offline true or false,
+and offline keeps m = 1 and n = 0 (it never pushes after the start, so any other m or n would be silently
+ignored).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
-from verl_ext.staleness.schedule import StalenessSchedule
+from verl_ext.checks.values import reject, require_bool, require_int
+
+# verl's trainer mode that runs a setting, and its config block (the keys sync_interval, sync_offset, offline)
+TRAINER_MODE = "delayed_sync"
+CONFIG_KEY = f"trainer.v1.{TRAINER_MODE}"
 
 ALIASES = {"mixed": "sync_interval_16_offset_8"}
 FORMS = "on_policy, sync_interval_M, sync_offset_N, sync_interval_M_offset_N, offline"
 _SETTING = re.compile(r"^(?:on_policy|offline|sync_interval_(\d{1,9})(?:_offset_(\d{1,9}))?|sync_offset_(\d{1,9}))$")
 
 
+def check_setting(sync_interval: Any, sync_offset: Any, offline: Any, prefix: str = "") -> None:
+    """Raise :class:`verl_ext.checks.values.ConfigError` (a ValueError) unless (m, n, offline) is a setting.
+
+    ``prefix`` is where the three keys live, for the message: ``""`` for a :class:`Setting`,
+    ``"trainer.v1.delayed_sync."`` for the config block.
+    """
+    require_int(f"{prefix}sync_interval", sync_interval, 1)
+    require_int(f"{prefix}sync_offset", sync_offset, 0)
+    require_bool(f"{prefix}offline", offline)
+    if offline and (sync_interval, sync_offset) != (1, 0):
+        changed, default = ("sync_interval", 1) if sync_interval != 1 else ("sync_offset", 0)
+        reject(
+            f"{prefix}{changed}",
+            sync_interval if changed == "sync_interval" else sync_offset,
+            f"{default} (the default) with {prefix}offline=true",
+            "Offline never pushes weights after the start, so sync_interval and sync_offset would be silently "
+            "ignored: drop them, or set offline=false for the delayed schedule they describe.",
+        )
+
+
 @dataclass(frozen=True)
 class Setting:
-    """A staleness setting: m = sync_interval, n = sync_offset, offline."""
+    """A staleness setting: m = sync_interval, n = sync_offset, offline (checked by :func:`check_setting`)."""
 
     sync_interval: int = 1
     sync_offset: int = 0
     offline: bool = False
 
     def __post_init__(self):
-        StalenessSchedule(self.sync_interval, self.sync_offset, self.offline)  # raises on a bad value, naming it
+        check_setting(self.sync_interval, self.sync_offset, self.offline)
 
     @property
     def label(self) -> str:
@@ -56,11 +88,12 @@ class Setting:
         return f"sync_interval_{interval}_offset_{offset}"
 
     def overrides(self) -> list[str]:
+        """The ``trainer.v1.delayed_sync`` overrides that run this setting."""
         return [
-            "trainer.v1.trainer_mode=delayed_sync",
-            f"trainer.v1.delayed_sync.sync_interval={self.sync_interval}",
-            f"trainer.v1.delayed_sync.sync_offset={self.sync_offset}",
-            f"trainer.v1.delayed_sync.offline={str(self.offline).lower()}",
+            f"trainer.v1.trainer_mode={TRAINER_MODE}",
+            f"{CONFIG_KEY}.sync_interval={self.sync_interval}",
+            f"{CONFIG_KEY}.sync_offset={self.sync_offset}",
+            f"{CONFIG_KEY}.offline={str(self.offline).lower()}",
         ]
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ext.experiments.settings import ALIASES, FORMS, OFFLINE, ON_POLICY, Setting, parse_setting, parse_settings
+from verl_ext.staleness.setting import ALIASES, FORMS, OFFLINE, ON_POLICY, Setting, parse_setting, parse_settings
 
 ONE_NAME = re.compile(r"^(on_policy|offline|sync_interval_[1-9]\d*(_offset_[1-9]\d*)?|sync_offset_[1-9]\d*)$")
 
@@ -55,7 +55,7 @@ def test_a_bad_name_is_refused_naming_the_forms(name):
         parse_setting(name)
     message = str(error.value)
     assert f"setting {name!r}" in message
-    assert FORMS in message or "sync_interval must be an integer >= 1" in message
+    assert FORMS in message or "sync_interval=0 is invalid: allowed values are an integer >= 1" in message
 
 
 def test_overrides_are_the_delayed_sync_block():

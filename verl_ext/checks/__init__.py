@@ -1,0 +1,19 @@
+"""verl-ext's checks of what a user gives it, each rule in one module named for what it checks.
+
+- :mod:`~verl_ext.checks.values`: the one error type (:class:`~verl_ext.checks.values.ConfigError`), the one
+  message shape (``KEY=VALUE is invalid: allowed values are ...``) and the value checks every other check uses
+  (an integer >= m, true or false, a finite number in a range). No verl import.
+- :mod:`~verl_ext.checks.arguments`: argparse ``type=`` converters (an integer >= 1, >= 0, a number > 0), so a
+  command refuses a bad argument while parsing it, before any heavy import.
+- :mod:`~verl_ext.checks.batch_arithmetic`: batch sizes and counts >= 1 and dividing as a step divides them
+  (mini-batches, ranks, micro-batches).
+
+Who uses them: :mod:`verl_ext.driver_checks` (the checks of a whole ``main_ppo`` config that verl does not run
+for us, joined to verl's ``validate_config`` in the driver before Ray starts; the dry run,
+:func:`verl_ext.preflight.check_as_the_driver`, calls the same function) and each command's parser.
+
+Rules that belong to one concept live with it, and the driver's checks call them there: the staleness setting
+(:func:`verl_ext.staleness.setting.check_setting`), the ``trainer.v1.delayed_sync`` block and its mode's
+requirements (:mod:`verl_ext.staleness.config`), a CPU run's topology (:mod:`verl_ext.cpu.topology`), the
+policy-loss keys (checked when verl builds the actor config).
+"""
