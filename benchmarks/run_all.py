@@ -27,6 +27,8 @@ gpu             bench_gpu.py               one GPU with vLLM: sync vs delayed_sy
                                            skipped (exit 0, says why) without a CUDA GPU and vLLM
 refusal         bench_refusal.py           how long the run scripts' launcher takes to refuse a bad
                                            argument or variable (whole process), next to import torch
+plugin_import   bench_plugin_import.py     ``import verl`` with verl-ext's plugin vs without it
+                                           (VERL_USE_EXTERNAL_PLUGINS=none): CPU-s, wall, peak RSS
 ==============  =========================  ======================================================
 
 Each benchmark prints its full report, then one ``HEADLINE`` line (``headline.py``); at the end this
@@ -78,6 +80,8 @@ BENCHMARKS = (
               ("--steps", "6", "--modes", "sync,delayed_3_1", "--repeats", "20")),
     Benchmark("refusal", "bench_refusal.py", "time to refuse a bad launcher argument or variable, next to import torch",
               ("--repeats", "2")),
+    Benchmark("plugin_import", "bench_plugin_import.py", "import verl with verl-ext's plugin vs without (CPU-s, RSS)",
+              ("--repeats", "3")),
 )
 
 

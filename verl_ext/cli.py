@@ -1,7 +1,8 @@
 """``verl-ext``: the command-line front of verl-ext.
 
     verl-ext list        every name verl-ext registers, its paper name, its config keys and defaults
-    verl-ext doctor      is verl 0.9.1 installed, does the plugin load, are the registries complete?
+    verl-ext doctor      is verl 0.9.1 installed, does the plugin load, are the registries complete, are the
+                         private verl methods and patches verl-ext relies on as listed (verl_internals.py)?
     verl-ext schedule    preview the delayed_sync staleness schedule (docs/staleness.md)
     verl-ext plot        the papers' panels from finished runs' metrics (docs/run-scripts.md)
     verl-ext lab         the papers' comparisons on the CPU backend with the tiny model (docs/lab.md)
@@ -142,6 +143,18 @@ def doctor_checks():
     except Exception as error:
         yield "trainer mode", False, f"delayed_sync not registered: {error}"
 
+    from verl_ext.verl_internals import VERL_INTERNALS
+    from verl_ext.verl_internals_check import mismatches
+
+    changed = mismatches()
+    for line in changed:  # one line per private method, patch or hook whose verl side changed
+        yield "verl internals", False, line
+    if not changed:
+        yield "verl internals", True, (
+            f"{len(VERL_INTERNALS)} private methods, patches and import hooks match verl {version} "
+            "(verl_ext/verl_internals.py)"
+        )
+
     from verl_ext import recipe
 
     try:
@@ -152,13 +165,13 @@ def doctor_checks():
 
 def doctor_main(argv) -> int:
     argparse.ArgumentParser(prog="verl-ext doctor", description="Check the installation.").parse_args(argv)
-    console = Console()
+    console = Console(soft_wrap=True)  # a FAIL line stays one line, however long
     failed = 0
     for check, ok, detail in doctor_checks():
         failed += not ok
         console.print(f"[{'green' if ok else 'red'}]{'ok  ' if ok else 'FAIL'}[/] {check}: {detail}", highlight=False)
     if failed:
-        console.print(f"[red]{failed} check(s) failed[/]: verl would not find verl-ext's algorithms.")
+        console.print(f"[red]{failed} check(s) failed[/]: verl-ext is not ready (each FAIL line says what).")
         return 1
     console.print("[green]verl-ext is ready.[/]")
     return 0
@@ -188,7 +201,7 @@ def experiments_command(subcommand):
 
 COMMANDS = {
     "list": (list_main, "list the registered algorithms, their keys and defaults"),
-    "doctor": (doctor_main, "check verl's version, the plugin and the registries (non-zero exit on failure)"),
+    "doctor": (doctor_main, "check verl's version, the plugin, the registries and verl's internals verl-ext uses (non-zero exit on failure)"),
     "schedule": (module_main("verl_ext.staleness.cli", "schedule_main"), "preview the delayed_sync staleness schedule"),
     "plot": (module_main("verl_ext.plotting", "plot_main"), "plot the papers' panels from finished runs' metrics (docs/run-scripts.md)"),
     "lab": (module_main("verl_ext.lab.cli", "lab_main"), "run the papers' comparisons through verl on the CPU backend (docs/lab.md)"),

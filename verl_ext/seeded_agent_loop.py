@@ -16,7 +16,7 @@ The rollout engine seeds a generator of its own for the request with it (the CPU
 there, ``setdefault``, which this one takes precedence over).
 
 Registered with verl's agent-loop registry (``register``) when verl imports its single-turn agent loop,
-in whichever process does (:func:`verl_ext.seeding.register_seeded_agent_loop`).
+in whichever process does (:mod:`verl_ext.plugin` imports this module then).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ never produces -- or by a 2^-63 accident.
 The engine turns the seed into a generator of its own for that request (CPU rollout:
 :mod:`verl_ext.cpu.generation`; vLLM: ``SamplingParams.seed``), so the draws of one request never depend
 on another's. The agent loop that sends these seeds is :data:`SEEDED_AGENT_LOOP`
-(:mod:`verl_ext.seeded_agent_loop`, which imports verl; this module does not).
+(:mod:`verl_ext.seeded_agent_loop`, which imports verl and this module; this module imports neither).
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from typing import Any, Sequence
 # verl agent-loop name of verl_ext.seeded_agent_loop.SeededSingleTurnAgentLoop
 # (actor_rollout_ref.rollout.agent.default_agent_loop)
 SEEDED_AGENT_LOOP = "seeded_single_turn_agent"
-VERL_SINGLE_TURN_MODULE = "verl.experimental.agent_loop.single_turn_agent_loop"
 SEED_BITS = 63  # a non-negative int64: what torch.Generator.manual_seed and vLLM's SamplingParams.seed accept
 
 
@@ -79,17 +78,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     raise TypeError(f"cannot derive a seed from a {type(value).__name__}: {value!r}")
-
-
-def register_seeded_agent_loop() -> None:
-    """Register :data:`SEEDED_AGENT_LOOP` with verl's agent-loop registry when (and wherever) verl imports
-    its single-turn agent loop: the ``verl.plugins`` entry point calls this while ``import verl`` runs, when
-    the agent-loop package cannot be imported yet. Errors are not swallowed."""
-    import wrapt
-
-    wrapt.register_post_import_hook(_import_seeded_agent_loop, VERL_SINGLE_TURN_MODULE)
-
-
-def _import_seeded_agent_loop(_single_turn_module) -> None:
-    # importing the module runs its @register(SEEDED_AGENT_LOOP) decorator
-    import verl_ext.seeded_agent_loop  # noqa: F401

@@ -4,7 +4,7 @@
 - :mod:`~verl_ext.cpu.rollout_server` (with :mod:`~verl_ext.cpu.generation`,
   :mod:`~verl_ext.cpu.weight_checksum`, :mod:`~verl_ext.cpu.rollout_events`),
   :mod:`~verl_ext.cpu.rollout_replica`, :mod:`~verl_ext.cpu.server_adapter` -- rollout name ``cpu``;
-- :mod:`~verl_ext.cpu.patches` -- the three patches a CPU run needs;
+- :mod:`~verl_ext.cpu.patches` -- the four patches a CPU run needs (listed in :mod:`verl_ext.verl_internals`);
 - :mod:`~verl_ext.cpu.registration` -- ``register_cpu_backend()``, called by :mod:`verl_ext.plugin`;
 - :mod:`~verl_ext.cpu.profile` -- the environment and overrides that make any run a CPU run, sized by
   :mod:`~verl_ext.cpu.topology` for the user's ``trainer.nnodes`` x ``trainer.n_gpus_per_node`` (and what

@@ -3,6 +3,8 @@
 No verl file is edited. The patches are installed only when the CPU platform is selected
 (``VERL_PLATFORM=cpu``, see :func:`verl_ext.cpu.registration.register_cpu_backend`), and each is guarded by
 tests (``tests/cpu/test_patches.py``) that fail when a verl or torch upgrade makes it wrong or unnecessary.
+Each is also listed in :mod:`verl_ext.verl_internals` (kind ``patch``), which ``verl-ext doctor`` checks against
+the installed verl and torch (``tests/test_verl_internals.py`` keeps that list equal to :data:`PATCHES`).
 
 1. ``duplicate_gloo_backend`` -- ``verl/utils/distributed.py`` (``initialize_global_process_group_ray``)
    builds the backend string ``f"cpu:gloo,{device}:{backend}"``, which on the CPU platform is

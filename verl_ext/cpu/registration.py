@@ -1,16 +1,19 @@
 """Register the CPU backend with verl's registries (called from :mod:`verl_ext.plugin` in every process).
 
-- platform ``cpu`` in ``verl.plugin.platform.PlatformRegistry`` (public). It is never auto-detected;
+- platform ``cpu`` in ``verl.plugin.platform.PlatformRegistry`` (public), at once: verl resolves its platform
+  on first use, and the registry module is already loaded by ``import verl``. It is never auto-detected;
   ``VERL_PLATFORM=cpu`` selects it, so registering it on a GPU host changes nothing there.
 - rollout ``cpu``: the replica class in ``verl.workers.rollout.replica.RolloutReplicaRegistry`` (public)
   and the trainer-side adapter in ``verl.workers.rollout.base._ROLLOUT_REGISTRY`` (a private dict: verl
-  0.9.1 has no function to add to it; ``tests/cpu/test_registration.py`` fails if that changes).
+  0.9.1 has no function to add to it; listed in :mod:`verl_ext.verl_internals`). Each is added when, and in
+  whichever process, verl imports that module: verl's rollout package costs about a CPU-second to import,
+  and most processes that ``import verl`` never use it (verl looks a rollout up only through these modules,
+  so it always finds ``cpu`` there);
 - checkpoint-engine backend ``gloo`` (:mod:`verl_ext.cpu.checkpoint_engine`) in
-  ``verl.checkpoint_engine.CheckpointEngineRegistry`` (public), when and wherever verl imports that registry
-  (its module imports verl's rollout stack, seconds; a process that never moves weights never pays it);
+  ``verl.checkpoint_engine.CheckpointEngineRegistry`` (public), likewise when verl imports that registry;
 - the patches of :mod:`verl_ext.cpu.patches`, only when the CPU platform is selected.
 
-Nothing here imports verl at module import time, nor a verl_ext module that does: verl runs this while
+Nothing here imports verl's rollout stack, nor a verl_ext module that does: verl runs this while
 ``import verl`` is still executing (see :class:`verl_ext.cpu.platform.CPUPlatformMethods`).
 """
 
@@ -22,7 +25,14 @@ from verl_ext.cpu.platform import PLATFORM_NAME, cpu_platform_class, is_cpu_plat
 
 ROLLOUT_NAME = "cpu"
 SERVER_ADAPTER_PATH = "verl_ext.cpu.server_adapter.CPUServerAdapter"
-CHECKPOINT_ENGINE_MODULE = "verl.checkpoint_engine.base"
+
+
+def _register_rollout_adapter(rollout_base) -> None:
+    rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = SERVER_ADAPTER_PATH
+
+
+def _register_rollout_replica(replica_module) -> None:
+    replica_module.RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_cpu_rollout_replica)
 
 
 def _register_checkpoint_engine(_base_module) -> None:
@@ -36,18 +46,25 @@ def _load_cpu_rollout_replica() -> type:
     return CPURolloutReplica
 
 
+# verl module -> what is registered into it when (and wherever) verl imports it; each is listed in
+# verl_ext.verl_internals (kind "import hook"), which verl-ext doctor checks
+REGISTRATIONS_ON_IMPORT = {
+    "verl.workers.rollout.base": _register_rollout_adapter,
+    "verl.workers.rollout.replica": _register_rollout_replica,
+    "verl.checkpoint_engine.base": _register_checkpoint_engine,
+}
+
+
 def register_cpu_backend() -> None:
-    """Register the ``cpu`` platform and rollout; install the CPU patches when ``VERL_PLATFORM=cpu``."""
+    """Register the ``cpu`` platform now, the rollout and the checkpoint engine when verl imports their
+    registries; install the CPU patches when ``VERL_PLATFORM=cpu``."""
     from verl.plugin.platform import PlatformRegistry
-    from verl.workers.rollout import base as rollout_base
-    from verl.workers.rollout.replica import RolloutReplicaRegistry
 
     platform_class = cpu_platform_class()
     if PlatformRegistry.get(PLATFORM_NAME) is not platform_class:
         PlatformRegistry.register(platform=PLATFORM_NAME)(platform_class)
-    RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_cpu_rollout_replica)
-    rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = SERVER_ADAPTER_PATH
-    wrapt.register_post_import_hook(_register_checkpoint_engine, CHECKPOINT_ENGINE_MODULE)
+    for module, register in REGISTRATIONS_ON_IMPORT.items():
+        wrapt.register_post_import_hook(register, module)
 
     if is_cpu_platform_selected():
         from verl_ext.cpu.patches import apply_cpu_patches

@@ -15,7 +15,8 @@ l, in two phases:
 
 Both hand out the step's responses in :mod:`verl_ext.batch_order`'s canonical order (prompt groups as
 submitted, then session, then output index), not in the order they finished: the same batch gives the
-same update in every run. Validation is unchanged (verl's own sampling).
+same update in every run. Validation is unchanged (verl's own sampling). The private ``ReplayBuffer`` methods
+overridden or called here are listed in :mod:`verl_ext.verl_internals` (checked by ``verl-ext doctor``).
 """
 
 import time

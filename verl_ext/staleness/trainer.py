@@ -35,6 +35,10 @@ workers hold no rollout; verl's standalone replicas run on a pool of ``rollout.n
 verl's ``separate_async`` builds them. The engine is resident (it never sleeps); the schedule, the pushes and
 the waits are the same code. Without ``overlap`` the trainer waits for each interval's generation right after
 the push (each side idles while the other works); with ``overlap`` generation runs while the trainer trains.
+
+verl's v1 trainer has public hooks (``on_*``, ``prepare_step``, ``step``) but not for everything this mode changes:
+the private ``PPOTrainer`` methods overridden or called here, and the private state written, are listed with the
+reason for each in :mod:`verl_ext.verl_internals`, which ``verl-ext doctor`` checks against the installed verl.
 """
 
 import logging
