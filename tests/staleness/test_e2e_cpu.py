@@ -38,8 +38,17 @@ import pytest
 
 from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES
 from tests.staleness import odd_count_reward
+from tests.staleness.e2e_runs import (
+    ROLLOUT_N,
+    SCHEDULE,
+    SMALL_BATCHES,
+    TRAIN_BATCH_SIZE,
+    check_checksums_change_only_at_pushes,
+    per_step,
+    rollout_dump,
+    served_after_each_push,
+)
 from verl_ext.cpu.rollout_events import push_rounds, replica_nodes
-from verl_ext.staleness.schedule import StalenessSchedule
 
 pytestmark = pytest.mark.e2e
 
@@ -48,15 +57,6 @@ STEPS = 7
 # inside step 2, while version 2 may still be generating the batches of steps 3-5 in the background
 RESUME_AT = 3
 OFFLINE_STEPS = 3
-SCHEDULE = StalenessSchedule(sync_interval=3, sync_offset=1)
-# 4 prompts x 2 responses per step (the CPU profile's 8 x 4 is for learning; here only the schedule matters);
-# the CPU profile sizes each rank's micro-batches for them
-TRAIN_BATCH_SIZE, ROLLOUT_N = 4, 2
-SMALL_BATCHES = (
-    f"data.train_batch_size={TRAIN_BATCH_SIZE}",
-    f"actor_rollout_ref.rollout.n={ROLLOUT_N}",
-    f"actor_rollout_ref.actor.ppo_mini_batch_size={TRAIN_BATCH_SIZE}",
-)
 NODES, RANKS = 2, 2
 TOPOLOGY = (f"trainer.nnodes={NODES}", f"trainer.n_gpus_per_node={RANKS // NODES}")
 # two epochs over each batch: the second sees pi_theta != pi_old, so step 1's loss and clip fraction say something
@@ -158,10 +158,6 @@ def runs(request):
     return request.getfixturevalue("background_results")
 
 
-def per_step(result, key: str) -> dict[int, float]:
-    """``{0-based step: value}`` of a logged metric (verl logs global_steps = step + 1)."""
-    return {record["step"] - 1: record[key] for record in result.steps if key in record}
-
 
 def requests_per_batch() -> int:
     """One rollout request per response: data.train_batch_size x actor_rollout_ref.rollout.n."""
@@ -173,45 +169,12 @@ def pushes(result) -> list[dict]:
     return push_rounds(result.events, RANKS)
 
 
-def replica_events(result, replica: int) -> list[dict]:
-    return [event for event in result.events if event["replica_rank"] == replica]
-
-
-def served_after_each_push(result, replica: int) -> list[int]:
-    """Requests one replica served with the weights of each push (until the next push). An event records
-    the requests served since the previous event, so a push's own record counts for the push before it;
-    a resident engine (no sleep event) records the last push's requests nowhere."""
-    served: list[int] = []
-    for event in replica_events(result, replica):
-        if served:
-            served[-1] += event.get("requests_served", 0)
-        if event["event"] == "update_weights":
-            served.append(0)
-    return served
 
 
 def served_by_all_replicas(result) -> list[int]:
     return [sum(counts) for counts in zip(*(served_after_each_push(result, replica) for replica in range(RANKS)))]
 
 
-def check_checksums_change_only_at_pushes(result) -> None:
-    """On every replica, weights with a checksum appear only through a push; between pushes they stay or are
-    discarded."""
-    assert not [event for event in result.events if event["event"] == "generate_rejected"]
-    for replica in range(RANKS):
-        current = None
-        for event in replica_events(result, replica):
-            if event["event"] == "update_weights":
-                assert event["weight_checksum"] and event["weight_checksum"] != current
-                current = event["weight_checksum"]
-            elif event["weight_checksum"] is not None:
-                assert event["weight_checksum"] == current, event
-
-
-def rollout_dump(directory: Path, step: int) -> Counter:
-    """The (prompt, response, score) triples verl dumped for 0-based ``step`` (file named by global step)."""
-    with open(directory / f"{step + 1}.jsonl") as file:
-        return Counter((row["input"], row["output"], row["score"]) for row in map(json.loads, file))
 
 
 def test_logged_lags_and_versions_equal_the_schedule(runs):
@@ -234,7 +197,7 @@ def test_weights_reach_the_rollout_exactly_at_sync_points(runs):
     # the start-up push, then one per sync point, labelled with the version pushed
     assert [push["weight_version"] for push in pushes(result)] == [0] + [row.step + 1 for row in rows if row.synced]
     assert len(pushes(result)) == 1 + SCHEDULE.sync_count(STEPS)
-    check_checksums_change_only_at_pushes(result)
+    check_checksums_change_only_at_pushes(result, RANKS)
     # each version generated exactly its scheduled batches, in one wake (data.train_batch_size x rollout.n each),
     # spread by verl's load balancer over both replicas
     assert served_by_all_replicas(result) == [
@@ -370,7 +333,7 @@ def test_offline_never_pushes_after_the_start(runs):
     assert per_step(result, "staleness/behaviour_version") == {step: 0 for step in range(OFFLINE_STEPS)}
     # every batch was generated at the start, with the initial weights
     assert served_by_all_replicas(result) == [OFFLINE_STEPS * requests_per_batch()]
-    check_checksums_change_only_at_pushes(result)
+    check_checksums_change_only_at_pushes(result, RANKS)
 
 
 def test_zero_variance_masking_trains_on_the_other_groups(runs):

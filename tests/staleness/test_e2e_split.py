@@ -23,30 +23,29 @@ which must be verl's ``sync`` number for number, is a run of tests/cpu/test_e2e_
 the sync run it is compared with).
 """
 
-import json
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from tests.staleness.e2e_runs import (
+    ROLLOUT_N,
+    SCHEDULE,
+    SMALL_BATCHES,
+    TRAIN_BATCH_SIZE,
+    check_checksums_change_only_at_pushes,
+    per_step,
+    rollout_dump,
+    served_after_each_push,
+)
 from verl_ext import metric_names
 from verl_ext.checkpoint_backends import CPU_BACKEND
 from verl_ext.staleness.config import engine_pool_overrides
-from verl_ext.staleness.schedule import StalenessSchedule
 
 pytestmark = pytest.mark.e2e
 
 STEPS = 5
 RESUME_AT = 3  # steps 0-2 done; written inside step 2, while version 2 may still be generating steps 3-4
 OFFLINE_STEPS = 2
-SCHEDULE = StalenessSchedule(sync_interval=3, sync_offset=1)
-TRAIN_BATCH_SIZE, ROLLOUT_N = 4, 2
-# the CPU profile sizes each rank's micro-batches for them (one micro-batch per rank and epoch)
-SMALL_BATCHES = (
-    f"data.train_batch_size={TRAIN_BATCH_SIZE}",
-    f"actor_rollout_ref.rollout.n={ROLLOUT_N}",
-    f"actor_rollout_ref.actor.ppo_mini_batch_size={TRAIN_BATCH_SIZE}",
-)
 TRAINER_RANKS, ENGINE_GPUS = 2, 1
 SPLIT = (
     "trainer.v1.trainer_mode=delayed_sync",
@@ -118,10 +117,6 @@ def runs(request):
     return request.getfixturevalue("background_results")
 
 
-def per_step(result, key: str) -> dict[int, float]:
-    """``{0-based step: value}`` of a logged metric (verl logs global_steps = step + 1)."""
-    return {record["step"] - 1: record[key] for record in result.steps if key in record}
-
 
 def pushes(result) -> list[dict]:
     """The run's pushes to its one engine replica (:func:`push_rounds` checks the replicas the run should have)."""
@@ -130,34 +125,12 @@ def pushes(result) -> list[dict]:
     return push_rounds(result.events, result.run.topology.rollout_replicas)
 
 
-def served_after_each_push(result) -> list[int]:
-    """Requests served with each push's weights: an event records those served since the previous event, so a
-    push's own record counts for the push before it; the last push's requests (resident engine) are in no event."""
-    served: list[int] = []
-    for event in result.events:
-        if served:
-            served[-1] += event.get("requests_served", 0)
-        if event["event"] == "update_weights":
-            served.append(0)
-    return served
-
 
 def check_pushes_are_the_only_weight_changes(result) -> None:
     """No generation refused or aborted; a checksum appears only through a push; the engine never sleeps."""
-    assert not [event for event in result.events if event["event"] in ("generate_rejected", "update_aborted")]
-    assert not [event for event in result.events if event["event"] in ("sleep", "wake_up")]
-    current = None
-    for event in result.events:
-        if event["event"] == "update_weights":
-            assert event["weight_checksum"] and event["weight_checksum"] != current
-            current = event["weight_checksum"]
-        elif event["weight_checksum"] is not None:
-            assert event["weight_checksum"] == current, event
+    assert not [event for event in result.events if event["event"] in ("update_aborted", "sleep", "wake_up")]
+    check_checksums_change_only_at_pushes(result, result.run.topology.rollout_replicas)
 
-
-def rollout_dump(directory: Path, step: int) -> Counter:
-    with open(directory / f"{step + 1}.jsonl") as file:
-        return Counter((row["input"], row["output"], row["score"]) for row in map(json.loads, file))
 
 
 def model_file_checksum(assets: Path) -> str:
