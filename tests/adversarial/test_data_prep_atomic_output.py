@@ -16,18 +16,9 @@ import pytest
 from data_prep import gsm8k, guru
 from data_prep.manifest import MANIFEST_NAME, incompleteness
 from data_prep.save_folder import PARTIAL_PREFIX
-from tests.adversarial.save_folders import FIXTURES, previous_output, raw_gsm8k, snapshot
+from tests.adversarial.save_folders import FIXTURES, raw_gsm8k, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def previous(tmp_path, capsys):
-    """A save folder holding a complete earlier output (from the fixture), and its snapshot."""
-    save_dir = tmp_path / "save"
-    before = previous_output(save_dir)
-    capsys.readouterr()
-    return save_dir, before
 
 
 def run(save_dir: Path, raw: Path, capsys, *flags: str):

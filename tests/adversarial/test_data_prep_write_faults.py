@@ -23,18 +23,9 @@ import pytest
 from data_prep import gsm8k, manifest, save_folder
 from data_prep.manifest import MANIFEST_NAME, incompleteness
 from data_prep.save_folder import PARTIAL_PREFIX
-from tests.adversarial.save_folders import PAIR, previous_output, raw_gsm8k, snapshot
+from tests.adversarial.save_folders import PAIR, raw_gsm8k, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def previous(tmp_path, capsys):
-    """A save folder holding a complete earlier output, and its snapshot."""
-    save_dir = tmp_path / "save"
-    before = previous_output(save_dir)
-    capsys.readouterr()
-    return save_dir, before
 
 
 def prepare(save_dir: Path, raw: Path, capsys) -> tuple[int, str]:

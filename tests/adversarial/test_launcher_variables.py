@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.experiments.test_launch import Recorder, launch
-from tests.run_scripts.scripts import REPO, override_value, planned_cells
+from tests.experiments.test_launch import launch
+from tests.run_scripts.scripts import REPO, planned_cells
 from verl_ext.experiments.environment import TRACKING_BACKENDS
 from verl_ext.runs.overrides import hydra_string
 

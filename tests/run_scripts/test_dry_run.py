@@ -322,7 +322,7 @@ def test_the_dry_run_shows_the_seeds_and_rejects_a_bad_rollout_seed_of_the_seede
     result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert result.ok, result.error
     seeds = dict(result.lines)["seeds"]
-    assert "actor_rollout_ref.rollout.seed=7" in seeds and f"each request seeded from rollout.seed" in seeds
+    assert "actor_rollout_ref.rollout.seed=7" in seeds and "each request seeded from rollout.seed" in seeds
     cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo")
     assert "the engine's own (single_turn_agent" in dict(preflight.preflight(cell.title, cell.main_ppo_args).lines)["seeds"]
     for bad, allowed in (("actor_rollout_ref.rollout.seed=-1", "an integer >= 0"), ("trainer.use_v1=false", "use_v1=false")):

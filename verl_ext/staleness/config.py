@@ -214,15 +214,11 @@ def _check_engine_pool(config: DictConfig) -> None:
             f"{replica}, or {replica} a multiple of {ENGINE_GPUS_PER_NODE}); otherwise GPUs would sit idle or a "
             "replica could not be placed."
         )
-    free_cache_engine = OmegaConf.select(config, "actor_rollout_ref.rollout.free_cache_engine", default=True)
-    if free_cache_engine is not False:
-        _reject(
-            "actor_rollout_ref.rollout.free_cache_engine",
-            free_cache_engine,
-            f"false {why}",
-            "An engine on its own GPUs never lends them to the actor: it keeps its weights and KV cache, and new "
-            "weights reach it only through the checkpoint engine at the sync points.",
-        )
+    _require_resident_engine(
+        config, why,
+        "An engine on its own GPUs never lends them to the actor: it keeps its weights and KV cache, and new "
+        "weights reach it only through the checkpoint engine at the sync points.",
+    )
     _reject_colocated_reward_model(
         config,
         why,
@@ -272,20 +268,23 @@ def _check_colocated_engine(config: DictConfig) -> None:
                 f"used only with {HYBRID_ENGINE}=false.")
 
 
+def _require_resident_engine(config: DictConfig, why: str, reason: str) -> None:
+    """``actor_rollout_ref.rollout.free_cache_engine`` must be false: the engine keeps its weights and KV cache."""
+    free_cache_engine = OmegaConf.select(config, "actor_rollout_ref.rollout.free_cache_engine", default=True)
+    if free_cache_engine is not False:
+        _reject("actor_rollout_ref.rollout.free_cache_engine", free_cache_engine, f"false {why}", reason)
+
+
 def _check_overlap(config: DictConfig, block: DelayedSyncConfig, split: bool = False) -> None:
     """Overlap generates while the actor trains: the engine must keep its weights, something must be
     generated ahead (n >= 1), the rewards must not need the GPU mid-step, and (colocated) engine and actor must
     both fit on a GPU."""
     why = f"with {CONFIG_KEY}.overlap=true"
-    free_cache_engine = OmegaConf.select(config, "actor_rollout_ref.rollout.free_cache_engine", default=True)
-    if free_cache_engine is not False:
-        _reject(
-            "actor_rollout_ref.rollout.free_cache_engine",
-            free_cache_engine,
-            f"false {why}",
-            "A colocated engine that frees its cache sleeps between generations and discards its weights, so "
-            "it cannot generate while the actor trains; overlap needs it resident (weights and KV cache kept).",
-        )
+    _require_resident_engine(
+        config, why,
+        "A colocated engine that frees its cache sleeps between generations and discards its weights, so "
+        "it cannot generate while the actor trains; overlap needs it resident (weights and KV cache kept).",
+    )
     if block.sync_offset == 0 and not block.offline:
         _reject(
             f"{CONFIG_KEY}.sync_offset",
