@@ -259,7 +259,7 @@ def test_overlap_keeps_the_schedule_prompts_and_pushes(runs):
             rollout_dump(runs["dumps"]["uninterrupted"], step)
         ), step
     assert [push["weight_version"] for push in pushes(overlap)] == [push["weight_version"] for push in pushes(plain)]
-    check_checksums_change_only_at_pushes(overlap)
+    check_checksums_change_only_at_pushes(overlap, RANKS)
     # (the last push's requests are in no event of a resident engine; its batches' stamps are checked by
     # staleness/behaviour_version above: a push in the middle would mix versions in a batch)
     assert served_by_all_replicas(overlap)[:-1] == served_by_all_replicas(plain)[:-1]
@@ -308,7 +308,7 @@ def test_resume_mid_interval_continues_the_uninterrupted_run(runs):
     assert [push["weight_version"] for push in pushes(resumed)] == [5]
     version_5 = {push["weight_version"]: push["weight_checksum"] for push in pushes(overlap)}[5]
     assert pushes(resumed)[0]["weight_checksum"] == version_5
-    check_checksums_change_only_at_pushes(resumed)
+    check_checksums_change_only_at_pushes(resumed, RANKS)
 
 
 def test_resumed_run_logs_the_uninterrupted_runs_numbers(runs):
