@@ -97,9 +97,10 @@ def test_toolace_canonical_python_values_follow_the_same_rule():
 
 @pytest.fixture(scope="module")
 def patient_pool():
-    """A start-up allowance long enough for a cold child on a busy machine (a check that timed out in line
-    would score 0 for the wrong reason); the default checker comes back after."""
-    yield equivalence_pool.configure(sandbox="process", workers=2, startup_allowance_s=120.0)
+    """A start-up allowance and a check budget long enough for a cold child on a busy machine (a check cut
+    short would score 0 for the wrong reason: these tests are about the grade, the latency bound is tested in
+    test_rewards_concurrency.py); the default checker comes back after."""
+    yield equivalence_pool.configure(sandbox="process", workers=2, timeout_s=60.0, startup_allowance_s=120.0)
     equivalence_pool.configure()
 
 
