@@ -96,3 +96,20 @@ def read_bounded(path: str | os.PathLike, max_bytes: int, what: str, error: type
     if len(content) > max_bytes:
         raise error(f"{path}: more than the {max_bytes} bytes a {what} may have")
     return content
+
+
+def parse_json(content: bytes, path: str | os.PathLike, error: type[Exception], not_text: str = "", cut_short: str = ""):
+    """``content`` (read with :func:`read_bounded`) as JSON, or ``error`` naming ``path``: not UTF-8 text (then
+    ``not_text``), nested too deeply, or not JSON (the decoder's reason, then ``cut_short``). A ValueError also
+    covers an integer of thousands of digits."""
+    import json
+
+    try:
+        return json.loads(content.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text{not_text}") from None
+    except RecursionError:
+        raise error(f"{path}: not JSON (nested too deeply)") from None
+    except ValueError as problem:
+        reason = problem.msg if isinstance(problem, json.JSONDecodeError) else str(problem)
+        raise error(f"{path}: not JSON ({reason}{cut_short})") from None

@@ -26,7 +26,7 @@ import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from verl_ext.files import read_bounded, write_whole
+from verl_ext.files import parse_json, read_bounded, write_whole
 
 SUFFIX = ".run.json"
 MAX_BYTES = 64 * 1024
@@ -60,14 +60,7 @@ def write_run_description(path: str | os.PathLike, description: RunDescription) 
 
 def read_run_description(path: str | os.PathLike) -> RunDescription:
     content = read_bounded(path, MAX_BYTES, "run description (<experiment>.run.json)", RunDescriptionError)
-    try:
-        data = json.loads(content.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise RunDescriptionError(f"{path}: not UTF-8 text") from None
-    except RecursionError:
-        raise RunDescriptionError(f"{path}: not JSON (nested too deeply)") from None
-    except ValueError as error:  # JSONDecodeError, an integer of thousands of digits
-        raise RunDescriptionError(f"{path}: not JSON ({getattr(error, 'msg', error)})") from None
+    data = parse_json(content, path, RunDescriptionError)
     return _checked(data, str(path))
 
 

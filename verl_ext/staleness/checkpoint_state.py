@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from verl_ext.checks.values import ConfigError
-from verl_ext.files import read_bounded, write_whole
+from verl_ext.files import parse_json, read_bounded, write_whole
 from verl_ext.staleness.setting import check_setting
 
 STATE_FILE = "delayed_sync_state.json"
@@ -99,15 +99,8 @@ def read_state(folder: str | os.PathLike) -> Optional[DelayedSyncState]:
     if not content.strip():
         raise CheckpointStateError(f"{path}: empty (a save cut short?); the delayed_sync state is a JSON object "
                                    f"with {', '.join(_FIELDS)}")
-    try:
-        data = json.loads(content.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise CheckpointStateError(f"{path}: not UTF-8 text, not the delayed_sync state") from None
-    except RecursionError:
-        raise CheckpointStateError(f"{path}: not JSON (nested too deeply)") from None
-    except ValueError as error:  # JSONDecodeError (cut short, garbled), an integer of thousands of digits
-        reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
-        raise CheckpointStateError(f"{path}: not JSON ({reason}; a save cut short?)") from None
+    data = parse_json(content, path, CheckpointStateError, not_text=", not the delayed_sync state",
+                      cut_short="; a save cut short?")
     return DelayedSyncState(**_check(data, str(path)))
 
 
