@@ -2,7 +2,7 @@
 
     python benchmarks/bench_async_modes.py [--steps 16] [--repeats 1] [--only NAME,...] [--json FILE]
 
-One shared Ray session (:class:`verl_ext.cpu.launch.CPURaySession`, 2 logical GPUs: the trainer's and, for the
+One shared Ray session (:class:`verl_ext.cpu.ray_session.CPURaySession`, 2 logical GPUs: the trainer's and, for the
 split modes, the engine's) runs verl's ``main_ppo`` on
 the tiny model with the same data, batch sizes (the CPU profile's 8 prompts x 4 responses), algorithm (the
 recipe's REC-OneSide-NoIS) and step count in every mode (:data:`MODES`):
@@ -195,7 +195,8 @@ def median_of_repeats(repeats: list[dict]) -> dict:
 def bench_cpu(modes: Sequence[Mode], steps: int, scratch: Path, repeats: int = 1) -> dict[str, dict]:
     """Every mode ``repeats`` times, round-robin (mode 1, 2, ..., then again), so that a change of the machine's
     load during the benchmark spreads over the modes; per mode the repeat of median steps/s."""
-    from verl_ext.cpu.launch import CPURaySession, CPURun, compose_run_config
+    from verl_ext.cpu.ray_session import CPURaySession, compose_run_config
+    from verl_ext.runs.run import Run
     from verl_ext.cpu.topology import Topology
     from verl_ext.tiny.assets import build_tiny_assets
 
@@ -206,7 +207,7 @@ def bench_cpu(modes: Sequence[Mode], steps: int, scratch: Path, repeats: int = 1
     with CPURaySession(scratch / "runs", assets, topology=Topology(1, 1, engine_gpus=1)) as session:
         for repeat in range(repeats):
             for mode in modes:
-                run = CPURun(f"{mode.name}_{repeat}", steps=steps, overrides=mode.overrides)
+                run = Run(f"{mode.name}_{repeat}", steps=steps, overrides=mode.overrides)
                 threshold = compose_run_config(run, scratch / "runs", assets).trainer.v1.sampler.max_off_policy_threshold
                 load = os.getloadavg()[0]
                 result = session.run(run).raise_for_error()

@@ -6,8 +6,8 @@ run inside a shared Ray session, and the rollout's batched generation.
 1. quickstart: ``python -m verl.trainer.main_ppo`` in a child process, exactly as
    ``bash run_scripts/cpu/quickstart.sh`` runs it (REC-OneSide-NoIS, ``--steps`` steps): start-up (launch to
    the training loop), first step, steady seconds per step, teardown, wall time, peak PSS and RSS of the
-   whole process tree, reward at the start and end (:mod:`verl_ext.cpu.run_monitor`).
-2. session: ``--session-runs`` runs of 2 steps in one :class:`verl_ext.cpu.launch.CPURaySession`
+   whole process tree, reward at the start and end (:mod:`verl_ext.runs.monitor`).
+2. session: ``--session-runs`` runs of 2 steps in one :class:`verl_ext.cpu.ray_session.CPURaySession`
    (what the e2e tests do): Ray start-up once, then the wall time of each run.
 3. generation: the CPU rollout's batched ``generate()`` (at most 12 new tokens, the untrained model's
    own stopping, one seed per request) for 1, 8 and 32 requests, and the same 32 requests generated one
@@ -54,14 +54,15 @@ def bench_quickstart(steps: int, assets: Path, out: Path) -> dict:
 
 
 def bench_session(runs: int, assets: Path, out: Path) -> dict:
-    from verl_ext.cpu.launch import CPURaySession, CPURun
+    from verl_ext.cpu.ray_session import CPURaySession
+    from verl_ext.runs.run import Run
 
     started = time.perf_counter()
     walls = []
     with CPURaySession(out, assets) as session:
         ray_started = time.perf_counter() - started
         for index in range(runs):
-            result = session.run(CPURun(f"session_{index}", steps=2)).raise_for_error()
+            result = session.run(Run(f"session_{index}", steps=2)).raise_for_error()
             walls.append(result.wall_seconds)
     return {"ray_start_seconds": ray_started, "run_wall_seconds": walls, "total_seconds": time.perf_counter() - started}
 

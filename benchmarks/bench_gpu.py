@@ -52,13 +52,14 @@ LOSS_SHAPES = ("256x2048", "64x8192")
 
 
 def run_mode(name: str, steps: int, base: Path, assets: Path) -> dict:
-    from verl_ext.cpu.launch import CPURun
+    from verl_ext.algorithms.presets import parse_algorithm
     from verl_ext.cpu.run_metrics import training_steps
-    from verl_ext.gpu.launch import run_gpu_main_ppo
+    from verl_ext.gpu.backend import GPU_PROJECT, GPUBackend
+    from verl_ext.runs.launch import Outputs, launch
+    from verl_ext.runs.run import Run
 
-    run = CPURun(name, steps=steps, overrides=("algorithm.adv_estimator=rec",
-                                               "actor_rollout_ref.actor.policy_loss.loss_mode=rec_oneside_nois", *MODES[name]))
-    result = run_gpu_main_ppo(run, base, assets, timeout=20 * 60)
+    run = Run.from_preset(name, parse_algorithm("rec_oneside_nois"), overrides=MODES[name], steps=steps)
+    result = launch(run, GPUBackend(assets), Outputs(base, project=GPU_PROJECT), timeout=20 * 60)
     if not result.ok:
         raise SystemExit(f"{name}: {result.error}; log {result.log_path}")
     figures = mode_figures(training_steps(result.steps))

@@ -3,7 +3,7 @@
 
     python benchmarks/bench_overlap.py [--steps 16] [--grid 1,1 4,1 4,4] [--json FILE]
 
-One shared Ray session (:class:`verl_ext.cpu.launch.CPURaySession`) runs verl's ``main_ppo`` on the tiny
+One shared Ray session (:class:`verl_ext.cpu.ray_session.CPURaySession`) runs verl's ``main_ppo`` on the tiny
 model: ``sync`` mode, then for each (m, n) of ``--grid`` ``delayed_sync`` without overlap and with it (a
 resident engine). The rollout server, the agent-loop and reward workers and the FSDP actor are separate
 processes, so the overlap is real; on a 2-core machine they also compete for the same cores.
@@ -21,7 +21,7 @@ point whose generation the run would cut short; from step 1 on in ``sync`` mode)
 
 :func:`measure_grid` takes the launcher as an argument: :func:`bench_cpu` passes a shared CPU Ray
 session's, :func:`bench_gpu_overlap` (the GPU twin, for ``bench_gpu.py``) passes
-``verl_ext.gpu.launch.run_gpu_main_ppo`` with the same engine memory share for every run.
+``verl_ext.runs.launch.launch`` on ``verl_ext.gpu.backend.GPUBackend`` with the same engine memory share for every run.
 """
 
 from __future__ import annotations
@@ -152,16 +152,16 @@ def measure_grid(
     launch: Callable, grid: Sequence[tuple[int, int]], steps: int, extra_overrides: Sequence[str] = (),
     with_sync: bool = True,
 ) -> dict[str, dict]:
-    """Run :func:`overlap_grid` with ``launch(CPURun) -> CPURunResult`` (any launcher of verl_ext: the CPU
-    session's, the GPU one); ``extra_overrides`` go to every run. The figures of each run, by name."""
-    from verl_ext.cpu.launch import CPURun
+    """Run :func:`overlap_grid` with ``launch(Run) -> RunResult`` (the CPU session's, or the one launcher on the
+    GPU backend); ``extra_overrides`` go to every run. The figures of each run, by name."""
+    from verl_ext.runs.run import Run
 
     results = {}
     for run in overlap_grid(grid):
         if run.name == SYNC and not with_sync:
             continue
         load = os.getloadavg()[0]
-        result = launch(CPURun(run.name, steps=steps, overrides=(*extra_overrides, *run.overrides))).raise_for_error()
+        result = launch(Run(run.name, steps=steps, overrides=(*extra_overrides, *run.overrides))).raise_for_error()
         results[run.name] = run_figures(run, result.steps)
         results[run.name]["wall_seconds"] = result.wall_seconds
         results[run.name]["load_average_at_start"] = load
@@ -170,7 +170,7 @@ def measure_grid(
 
 
 def bench_cpu(grid: Sequence[tuple[int, int]], steps: int, scratch: Path, with_sync: bool = True) -> dict[str, dict]:
-    from verl_ext.cpu.launch import CPURaySession
+    from verl_ext.cpu.ray_session import CPURaySession
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = scratch / "assets"
@@ -187,10 +187,12 @@ def bench_gpu_overlap(
     GPU launcher, one ``main_ppo`` child process per run, every run with the same vLLM memory share (so the
     runs without overlap differ only by sleeping between generations). Returns ``{"runs", "summary",
     "headline"}``; ``bench_gpu.py`` prints the headline."""
-    from verl_ext.gpu.launch import run_gpu_main_ppo
+    from verl_ext.gpu.backend import GPU_PROJECT, GPUBackend
+    from verl_ext.runs.launch import Outputs, launch
 
+    backend, outputs = GPUBackend(assets_dir), Outputs(base_dir, project=GPU_PROJECT)
     results = measure_grid(
-        lambda run: run_gpu_main_ppo(run, base_dir, assets_dir), grid, steps,
+        lambda run: launch(run, backend, outputs), grid, steps,
         extra_overrides=(f"actor_rollout_ref.rollout.gpu_memory_utilization={engine_memory_fraction}",),
     )
     summary = summarise(results)

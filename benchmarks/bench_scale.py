@@ -8,7 +8,7 @@ Each run is the quickstart's (``python -m verl.trainer.main_ppo`` in a child pro
 x ``trainer.n_gpus_per_node``): start-up (launch to the training loop; a two-node run also starts its local
 cluster, counted separately), steady seconds per step and steps per second after the first step, the mean
 time of the step's parts verl logs (generation, actor update, weight push), CPU-seconds and peak PSS of
-every process of the run (:mod:`verl_ext.cpu.run_monitor`). With ``--repeats`` > 1 the topologies alternate
+every process of the run (:mod:`verl_ext.runs.monitor`). With ``--repeats`` > 1 the topologies alternate
 and medians are reported.
 
 On two cores the two ranks share the machine: the actor's update does not get faster (gloo's collectives

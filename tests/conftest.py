@@ -10,6 +10,16 @@ from tests.background_runs import FUNCTION, BackgroundRuns
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
+@pytest.fixture(scope="session")
+def tiny_assets(tmp_path_factory) -> Path:
+    """The tiny assets (model, tokenizer, counting task), built once per test session (about 5 s)."""
+    from verl_ext.tiny.assets import build_tiny_assets
+
+    out = tmp_path_factory.mktemp("tiny_assets") / "tiny"
+    build_tiny_assets(out)
+    return out
+
+
 @pytest.fixture
 def shared_datasets():
     path = SHARED / "datasets"

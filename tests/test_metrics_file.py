@@ -117,10 +117,11 @@ def _lab_progress_reader(path):
 
 
 def _cpu_launcher_reader(path):
-    from verl_ext.cpu.launch import CPURunResult
+    from verl_ext.runs.launch import RunPaths, RunResult
 
-    result = CPURunResult(run=None, run_dir=path.parent, metrics_path=path, events_path=path.parent / "events.jsonl",
-                          checkpoint_dir=path.parent, log_path=None, wall_seconds=0.0)
+    paths = RunPaths(metrics=path, checkpoints=path.parent, log=path.parent / "main_ppo.log",
+                     events=path.parent / "events.jsonl", description=path.parent / "run.json", run_dir=path.parent)
+    result = RunResult(run=None, paths=paths, wall_seconds=0.0)
     return [step["step"] for step in result.steps]
 
 

@@ -5,7 +5,7 @@ would give ``python -m verl.trainer.main_ppo``; one run from the shell:
 
     python -m verl_ext.preflight --name NAME -- --config-path=DIR --config-name=rec_trainer key=value ...
 
-(a run script's grid is checked in one process by :mod:`verl_ext.experiments.launch`, through
+(a run script's grid is checked in one process by :mod:`verl_ext.experiments.modes`, through
 :func:`report_runs`).
 
 For each run it does what ``main_ppo`` does in the driver before Ray starts, and what the trainer does first:
@@ -32,6 +32,8 @@ import warnings as warnings_module
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence, TextIO
+
+from verl_ext.checks.arguments import split_at_double_dash
 
 
 @dataclass
@@ -483,7 +485,7 @@ def report_runs(runs: Sequence[tuple[str, Sequence[str]]], quiet: bool = False, 
     """Check ``runs`` (:func:`preflight_many`), printing each result (only failures when ``quiet``) and the count.
 
     The one report of the dry run: ``python -m verl_ext.preflight`` and the run scripts' launcher
-    (:mod:`verl_ext.experiments.launch`) print it alike.
+    (:mod:`verl_ext.experiments.modes`) print it alike.
     """
 
     def report(result: PreflightResult) -> None:
@@ -500,11 +502,7 @@ def report_runs(runs: Sequence[tuple[str, Sequence[str]]], quiet: bool = False, 
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    main_ppo_argv: list[str] = []
-    if "--" in argv:
-        split = argv.index("--")
-        argv, main_ppo_argv = argv[:split], argv[split + 1 :]
+    argv, main_ppo_argv = split_at_double_dash(argv)
     parser = argparse.ArgumentParser(prog="python -m verl_ext.preflight", description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", default="run", help="name of the run given after --")
     parser.add_argument("--json", action="store_true", help="last line printed: a JSON list with each run's result")

@@ -1,5 +1,6 @@
 """A run's description, ``<experiment>.run.json`` beside its metrics file: written by the run scripts' launcher
-(:mod:`verl_ext.experiments.launch`), read by ``verl-ext plot`` (:mod:`verl_ext.plotting`).
+(:mod:`verl_ext.experiments.modes`, from :meth:`verl_ext.runs.run.Run.description`), read by ``verl-ext plot``
+(:mod:`verl_ext.plotting`).
 
 ===================  ======  ===================================================================
 field                type    meaning

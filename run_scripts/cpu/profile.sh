@@ -16,7 +16,7 @@
 # array VERL_EXT_CPU_OVERRIDES: the tiny Qwen2 model and the counting task (verl_ext.tiny), the CPU
 # rollout, FSDP2 over gloo in float32, and batch sizes and worker counts for two cores. Put the array
 # after the run's own overrides so that it wins. `python -m verl_ext.cpu.profile` explains each entry;
-# both this file and the Python launcher (verl_ext.cpu.launch) take the values from verl_ext/cpu/profile.py.
+# both this file and the Python launcher (verl_ext.cpu.backend) take the values from verl_ext/cpu/profile.py.
 #
 # Inputs: VERL_EXT_TINY_ASSETS (default <repo>/assets/tiny; build it with `python -m verl_ext.tiny.assets`)
 #         PYTHON (default python).

@@ -3,7 +3,7 @@
 # actor, colocated rollout, weight sync) on this machine's CPU, with the recipe config and REC-OneSide-NoIS
 # on a tiny Qwen2 model that learns to count. About 3-4 minutes on two cores; nothing is downloaded.
 #
-#   bash run_scripts/cpu/quickstart.sh [--steps N] [--loss NAME] [--estimator NAME] [--out DIR] [-- overrides]
+#   bash run_scripts/cpu/quickstart.sh [--steps N] [--algorithm NAME] [--out DIR] [-- overrides]
 #
 # Ends with a summary: reward at the start and the end, steps per second, start-up time, peak memory.
 # Options: python -m verl_ext.cpu.quickstart --help. Docs: docs/cpu-backend.md.

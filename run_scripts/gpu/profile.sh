@@ -11,7 +11,7 @@
 #   VERL_EXT_GPU_SMOKE_OVERRIDES  what VERL_EXT_GPU_SMOKE=1 appends to a run script's own overrides: the
 #                                 model and the data, and what one GPU or the offline kit needs changed
 # Put an array after the run's own overrides so that it wins. `python -m verl_ext.gpu.profile` explains
-# each entry; this file and the Python launcher (verl_ext.gpu.launch) take them from verl_ext/gpu/profile.py.
+# each entry; this file and the Python launcher (verl_ext.gpu.backend) take them from verl_ext/gpu/profile.py.
 #
 # Inputs: VERL_EXT_TINY_GPU_ASSETS (default <repo>/assets/tiny-gpu; build it with
 #         `python -m verl_ext.tiny.assets --size gpu`), PYTHON (default python).

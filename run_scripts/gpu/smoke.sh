@@ -4,7 +4,7 @@
 # pushes against the schedule, lags, vLLM-vs-actor log-prob gap at lag 0, reward -- and a non-zero exit
 # when a check fails. Without a CUDA GPU or vLLM it stops at once and says what is missing.
 #
-#   bash run_scripts/gpu/smoke.sh [--steps N] [--loss NAME] [--out DIR] [--quiet] [-- hydra overrides]
+#   bash run_scripts/gpu/smoke.sh [--steps N] [--algorithm NAME] [--out DIR] [--quiet] [-- hydra overrides]
 #
 # Options: python -m verl_ext.gpu.smoke --help (also `verl-ext gpu-smoke`). Docs: docs/gpu.md.
 set -euo pipefail

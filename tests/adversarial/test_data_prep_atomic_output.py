@@ -189,11 +189,11 @@ def guru_file(tmp_path) -> Path:
 # --- the run scripts' check ----------------------------------------------------------------------------------
 
 def test_run_scripts_prepare_again_when_the_pair_is_not_one_complete_run(tmp_path, capsys):
-    """The run scripts' launcher (verl_ext.experiments.launch.prepare_data) with the real data_prep (a subprocess)."""
+    """The run scripts' launcher (verl_ext.experiments.modes.prepare_data) with the real data_prep (a subprocess)."""
     from dataclasses import replace
 
     from verl_ext.experiments.environment import read_environment
-    from verl_ext.experiments.launch import Tools, prepare_data
+    from verl_ext.experiments.modes import Tools, prepare_data
     from verl_ext.experiments.profiles import profile_named
 
     environment = read_environment({"DATA_DIR": str(tmp_path / "data"), "RAW_DATA_PATH": str(FIXTURES / "gsm8k")})

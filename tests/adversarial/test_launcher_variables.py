@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.experiments.test_launch import launch
-from tests.run_scripts.scripts import REPO, planned_cells
+from tests.run_scripts.scripts import REPO, planned_runs
 from verl_ext.experiments.environment import TRACKING_BACKENDS
 from verl_ext.runs.overrides import hydra_string
 
@@ -112,7 +112,7 @@ def test_legitimate_odd_paths_reach_verls_config_unchanged(tmp_path):
     odd, odd_data = tmp_path / ODD, tmp_path / ODD_DATA
     raw = odd / "raw"
     raw.mkdir(parents=True)
-    (cell,) = planned_cells(tmp_path, *RUN, OUTPUT_DIR=str(odd / "out"), DATA_DIR=str(odd_data / "data"),
+    (cell,) = planned_runs(tmp_path, *RUN, OUTPUT_DIR=str(odd / "out"), DATA_DIR=str(odd_data / "data"),
                             MODEL_PATH=str(odd / "model"), RAW_DATA_PATH=str(raw), EXPERIMENT_NAME="a=b+c@d")
     with preflight.memoised_config_files():
         config = preflight.compose(preflight.parse_main_ppo_argv(cell.main_ppo_args))

@@ -14,7 +14,7 @@ test_verls_internal_bypass_loss_is_refused_naming_what_to_use).
 
 import pytest
 
-from tests.run_scripts.scripts import planned_cells
+from tests.run_scripts.scripts import planned_runs
 from verl_ext import preflight
 from verl_ext.algorithms.registry import POLICY_LOSSES
 
@@ -44,7 +44,7 @@ def dry_runs(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("verl_losses")
     runs = []
     for loss in verl_losses():
-        cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", SETTING, f"{LOSS_MODE}={loss}", *NEEDS.get(loss, ()))
+        cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo", SETTING, f"{LOSS_MODE}={loss}", *NEEDS.get(loss, ()))
         runs.append((loss, cell.main_ppo_args))
     return {result.name: result for result in preflight.preflight_many(runs)}
 
@@ -69,7 +69,7 @@ def test_verls_internal_bypass_loss_is_refused_naming_what_to_use(dry_runs):
 
 
 def test_dro_without_its_beta_fails_in_the_driver_naming_the_key(tmp_path):
-    cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", SETTING, f"{LOSS_MODE}=dro")
+    cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo", SETTING, f"{LOSS_MODE}=dro")
     result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert not result.ok
     assert f"{DRO_BETA}=None is invalid: allowed values are a finite number > 0 with loss_mode='dro'" in result.error

@@ -228,7 +228,7 @@ def test_a_peer_that_dies_mid_transfer_ends_the_push_with_an_error_and_no_new_ve
     from verl.workers.config import HFModelConfig, RolloutConfig
     from verl.workers.rollout.replica import RolloutMode
 
-    from verl_ext.cpu.rollout_events import read_rollout_events
+    from verl_ext.rollout_events import read_rollout_events
     from verl_ext.cpu.rollout_server import CPURolloutServer
     from verl_ext.cpu.server_adapter import CPUServerAdapter
 

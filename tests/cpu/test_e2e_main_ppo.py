@@ -6,7 +6,7 @@ profile, made by :func:`background_runs` in a child process while the rest of th
 README's ``python -m verl_ext.cpu.quickstart -- trainer.n_gpus_per_node=2`` (``python -m
 verl.trainer.main_ppo`` in a child process with its own Ray, as a user runs it: two FSDP2 ranks over gloo, two
 rollout replicas), started first and left running beside the other five, which share one Ray start-up
-(:class:`verl_ext.cpu.launch.CPURaySession`, with a logical GPU for the trainer and one for the split's engine):
+(:class:`verl_ext.cpu.ray_session.CPURaySession`, with a logical GPU for the trainer and one for the split's engine):
 
 - ``rec`` + ``rec_oneside_nois`` for 2 steps, saving a checkpoint at step 2;
 - that run resumed from its checkpoint for one more step with ``red_weight`` (a checkpoint holds weights,
@@ -66,9 +66,10 @@ def background_runs(root):
     from concurrent.futures import ThreadPoolExecutor
 
     from verl_ext.checkpoint_backends import CPU_BACKEND
-    from verl_ext.cpu.launch import CPURaySession, CPURun
+    from verl_ext.cpu.ray_session import CPURaySession
     from verl_ext.cpu.quickstart import run_quickstart
     from verl_ext.cpu.topology import Topology
+    from verl_ext.runs.run import Run
     from verl_ext.staleness.config import engine_pool_overrides
     from verl_ext.tiny.assets import build_tiny_assets
 
@@ -77,18 +78,18 @@ def background_runs(root):
     results = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         quickstart = pool.submit(
-            run_quickstart, steps=STEPS, estimator="rec", loss="opmd", out=root / "quickstart", assets=assets, echo=False,
+            run_quickstart, steps=STEPS, algorithm="opmd", out=root / "quickstart", assets=assets, echo=False,
             extra_overrides=QUICKSTART_TOPOLOGY,
         )
         with CPURaySession(root / "cpu_e2e", assets, topology=Topology(**SPLIT_TOPOLOGY)) as session:
             first = session.run(
-                CPURun("rec_oneside_nois", steps=STEPS, overrides=(
+                Run("rec_oneside_nois", steps=STEPS, overrides=(
                     *algorithm_overrides("rec_oneside_nois"), "trainer.save_freq=2",
                     f"trainer.rollout_data_dir={root / 'dumps' / 'sync'}"))
             )
             results["rec_oneside_nois"] = first.raise_for_error()
             results["resumed"] = results[RESUMED_FAMILY] = session.run(
-                CPURun(
+                Run(
                     "rec_oneside_nois_resumed_red_weight",
                     steps=STEPS + 1,
                     checkpoint_dir=first.checkpoint_dir,
@@ -96,17 +97,17 @@ def background_runs(root):
                 )
             ).raise_for_error()
             results["red_drop"] = session.run(
-                CPURun("red_drop", steps=STEPS, overrides=algorithm_overrides("red_drop"))
+                Run("red_drop", steps=STEPS, overrides=algorithm_overrides("red_drop"))
             ).raise_for_error()
             results["delayed_sync_1_0"] = session.run(
-                CPURun(
+                Run(
                     "rec_oneside_nois_delayed_sync_1_0",
                     steps=STEPS,
                     overrides=(*algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS),
                 )
             ).raise_for_error()
             results["split_1_0"] = session.run(
-                CPURun("rec_oneside_nois_split_1_0", steps=STEPS, overrides=(
+                Run("rec_oneside_nois_split_1_0", steps=STEPS, overrides=(
                     *algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS,
                     *engine_pool_overrides(1, SPLIT_TOPOLOGY["engine_gpus"], CPU_BACKEND),
                     f"trainer.rollout_data_dir={root / 'dumps' / 'split_1_0'}"))
@@ -141,12 +142,14 @@ def expected_loss_metrics(loss_mode: str) -> set[str]:
 
 def replicas(result) -> int:
     """One rollout replica per trainer rank; with the engine on its own pool, one per engine GPU."""
-    return result.run.topology.rollout_replicas
+    from verl_ext.cpu.topology import Topology
+
+    return Topology.from_overrides(result.run.overrides).rollout_replicas
 
 
 def pushes(result) -> list[dict]:
     """One entry per push to every replica; all replicas hold the same weights after each (else it raises)."""
-    from verl_ext.cpu.rollout_events import push_rounds
+    from verl_ext.rollout_events import push_rounds
 
     return push_rounds(result.events, replicas(result))
 
@@ -232,7 +235,7 @@ def test_quickstart_summary_is_measured(runs):
 def test_the_multi_rank_quickstart_sharded_the_actor_and_served_from_two_replicas(runs):
     """`quickstart -- trainer.n_gpus_per_node=2`: verl's FSDP2 engine ran with two ranks (its per-rank
     micro-batches are the CPU profile's, sized for two) and the rollout had a replica per rank."""
-    from verl_ext.cpu.rollout_events import replica_nodes
+    from verl_ext.rollout_events import replica_nodes
 
     import re
 

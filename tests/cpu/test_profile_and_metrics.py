@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from verl_ext.cpu.launch import CPURun, recipe_config_dir, run_overrides, verl_config_dir
+from verl_ext.cpu.backend import CPUBackend
+from verl_ext.recipe import config_dir as recipe_config_dir
+from verl_ext.runs.launch import Outputs, main_ppo_overrides
+from verl_ext.runs.run import Run, verl_config_dir
 from verl_ext.cpu.profile import cpu_overrides, shell_profile
 from verl_ext.cpu.run_metrics import summarize
 from verl_ext.runs.overrides import merge_overrides, override_key
@@ -31,10 +34,10 @@ def test_profile_composes_and_passes_verls_validation(tiny_assets, tmp_path, con
 
     # verl's own default estimator is GAE, which needs a critic model: the profile covers critic-free runs
     overrides = () if config_name == "rec_trainer" else ("algorithm.adv_estimator=grpo",)
-    run = CPURun("compose", config_name=config_name, overrides=overrides)
+    run = Run("compose", config_name=config_name, overrides=overrides)
     config_dir = recipe_config_dir() if config_name == "rec_trainer" else verl_config_dir()
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        config = compose(config_name=config_name, overrides=run_overrides(run, tmp_path, tiny_assets))
+        config = compose(config_name=config_name, overrides=main_ppo_overrides(run, CPUBackend(tiny_assets), Outputs(tmp_path)))
     validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     assert config.actor_rollout_ref.rollout.name == "cpu"
     assert config.trainer.device == "cpu"
@@ -86,4 +89,4 @@ def test_step_metrics_merge_records_of_a_step_and_name_a_bad_line(tmp_path):
 )
 def test_bad_runs_are_refused_before_anything_starts(kwargs, error):
     with pytest.raises((ValueError, TypeError), match=error):
-        CPURun(**kwargs)
+        Run(**kwargs)

@@ -3,7 +3,7 @@ replica says which Ray node it ran on. Records as two CPURolloutServer processes
 
 import pytest
 
-from verl_ext.cpu.rollout_events import ReplicasDisagree, RolloutEventLog, push_rounds, read_rollout_events, replica_nodes
+from verl_ext.rollout_events import ReplicasDisagree, RolloutEventLog, push_rounds, read_rollout_events, replica_nodes
 
 
 def write_run(path, pushes_by_replica, nodes=("node-a", "node-b")):

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from verl_ext.cpu.rollout_events import read_rollout_events
+from verl_ext.rollout_events import read_rollout_events
 from verl_ext.cpu.rollout_server import CPURolloutServer, RolloutWeightsUnavailable
 from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest, weight_checksum
 

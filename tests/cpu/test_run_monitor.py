@@ -3,7 +3,7 @@
 import sys
 import textwrap
 
-from verl_ext.cpu.run_monitor import run_and_measure
+from verl_ext.runs.monitor import run_and_measure
 
 CHILD = textwrap.dedent(
     """
@@ -39,3 +39,40 @@ def test_measures_descendants_and_record_times(tmp_path):
 def test_a_failing_command_reports_its_status(tmp_path):
     measured = run_and_measure([sys.executable, "-c", "raise SystemExit(3)"], env=None, log_path=tmp_path / "log")
     assert measured.returncode == 3 and measured.first_record_seconds is None and measured.teardown_seconds is None
+
+
+def test_an_interrupt_while_the_child_runs_stops_the_child_too(tmp_path):
+    """Ctrl-C (here KeyboardInterrupt raised in this thread while it reads the child's output) must not leave the
+    child running: main_ppo and its Ray would go on without anyone reading their output."""
+    import _thread
+    import os
+    import threading
+    import time
+
+    import psutil
+    import pytest
+
+    pid_file = tmp_path / "pid"
+    child = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.1)"
+
+    def interrupt_when_started():
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_when_started, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_and_measure([sys.executable, "-c", child], env=dict(os.environ), log_path=tmp_path / "log")
+    pid = int(pid_file.read_text())
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert "tick" in (tmp_path / "log").read_text()
+
+
+def test_output_that_is_not_utf8_is_kept_with_replacement_characters(tmp_path):
+    """A worker printing raw bytes (a model's output, say) must not end the run with a decoding error."""
+    child = "import sys; sys.stdout.buffer.write(b'before \\xff\\xfe after\\n'); sys.stdout.flush()"
+    measured = run_and_measure([sys.executable, "-c", child], env=None, log_path=tmp_path / "log")
+    assert measured.returncode == 0
+    assert (tmp_path / "log").read_text(encoding="utf-8") == "before \ufffd\ufffd after\n"

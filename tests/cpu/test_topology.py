@@ -9,7 +9,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_ext.checks.values import ConfigError
-from verl_ext.cpu.launch import CPURaySession, CPURun, compose_run_config
+from verl_ext.cpu.ray_session import CPURaySession, compose_run_config
+from verl_ext.runs.run import Run
 from verl_ext.cpu.profile import cpu_overrides, cpu_overrides_for, shell_profile
 from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology, check_cpu_topology
 from verl_ext.driver_checks import check_run_config
@@ -21,7 +22,7 @@ SPLIT = ("trainer.v1.trainer_mode=delayed_sync", *engine_pool_overrides(1, 1, "g
 
 
 def composed(tmp_path, tiny_assets, *overrides):
-    return compose_run_config(CPURun("topology", overrides=overrides), tmp_path, tiny_assets)
+    return compose_run_config(Run("topology", overrides=overrides), tmp_path, tiny_assets)
 
 
 def test_topology_is_read_from_the_users_overrides_last_value_winning():
@@ -187,20 +188,20 @@ def test_the_shell_profile_takes_the_topology_as_arguments(tiny_assets):
 
 def test_a_session_refuses_a_run_larger_than_its_cluster(tmp_path, tiny_assets):
     session = CPURaySession(tmp_path, tiny_assets, topology=Topology(1, 2))
-    session.check_fits(CPURun("fits", overrides=("trainer.n_gpus_per_node=2",)))
-    session.check_fits(CPURun("smaller"))
+    session.check_fits(Run("fits", overrides=("trainer.n_gpus_per_node=2",)))
+    session.check_fits(Run("smaller"))
     with pytest.raises(ValueError, match="trainer.nnodes=2"):
-        session.check_fits(CPURun("two_nodes", overrides=("trainer.nnodes=2",)))
+        session.check_fits(Run("two_nodes", overrides=("trainer.nnodes=2",)))
     with pytest.raises(ValueError, match="trainer.n_gpus_per_node=4"):
-        session.check_fits(CPURun("four", overrides=("trainer.n_gpus_per_node=4",)))
+        session.check_fits(Run("four", overrides=("trainer.n_gpus_per_node=4",)))
     # a run whose engine has its own logical GPU needs a session that counts it
     with pytest.raises(ValueError, match="1 engine GPU"):
-        session.check_fits(CPURun("split", overrides=(*SPLIT, "trainer.n_gpus_per_node=2")))
+        session.check_fits(Run("split", overrides=(*SPLIT, "trainer.n_gpus_per_node=2")))
     split_session = CPURaySession(tmp_path, tiny_assets, topology=Topology(1, 2, engine_gpus=1))
-    split_session.check_fits(CPURun("split", overrides=(*SPLIT, "trainer.n_gpus_per_node=2")))
-    split_session.check_fits(CPURun("colocated", overrides=("trainer.n_gpus_per_node=2",)))
+    split_session.check_fits(Run("split", overrides=(*SPLIT, "trainer.n_gpus_per_node=2")))
+    split_session.check_fits(Run("colocated", overrides=("trainer.n_gpus_per_node=2",)))
     with pytest.raises(ValueError, match="2 engine GPU"):
-        split_session.check_fits(CPURun("two_engines", overrides=(*SPLIT, "trainer.n_gpus_per_node=2",
+        split_session.check_fits(Run("two_engines", overrides=(*SPLIT, "trainer.n_gpus_per_node=2",
                                                                    "actor_rollout_ref.rollout.n_gpus_per_node=2")))
 
 
@@ -217,11 +218,11 @@ def test_the_cpu_smoke_keeps_the_users_topology_not_the_gpu_default(tmp_path):
     """Run scripts append the CPU profile after the user's overrides (so a smoke run stays small): it repeats
     the topology the command line sets and is sized for it; without one it is world size 1, not the
     N_GPUS_PER_NODE=8 a GPU run defaults to."""
-    from tests.run_scripts.scripts import override_value, planned_cells
+    from tests.run_scripts.scripts import override_value, planned_runs
 
-    default, = planned_cells(tmp_path, "run", "gsm8k", "rec_oneside_nois", VERL_EXT_CPU_SMOKE="1")
+    default, = planned_runs(tmp_path, "run", "gsm8k", "rec_oneside_nois", VERL_EXT_CPU_SMOKE="1")
     assert override_value(default.main_ppo_args, "trainer.n_gpus_per_node") == "1"
-    two, = planned_cells(tmp_path, "run", "gsm8k", "rec_oneside_nois", "trainer.n_gpus_per_node=2", VERL_EXT_CPU_SMOKE="1")
+    two, = planned_runs(tmp_path, "run", "gsm8k", "rec_oneside_nois", "trainer.n_gpus_per_node=2", VERL_EXT_CPU_SMOKE="1")
     argv = two.main_ppo_args
     assert override_value(argv, "trainer.n_gpus_per_node") == "2"
     assert override_value(argv, "ray_kwargs.ray_init.num_gpus") == "2"
@@ -235,18 +236,20 @@ def test_a_two_node_cpu_smoke_runs_inside_a_local_cluster_that_is_gone_afterward
     from verl_ext.cpu.local_cluster import cluster_processes
     from verl_ext.cpu.topology import RAY_ADDRESS_ENV
     from verl_ext.experiments.__main__ import main
-    from verl_ext.experiments.launch import Tools
+    from verl_ext.experiments.modes import Tools
 
     seen = []
     before = set(cluster_processes())  # other local clusters on this machine (another test's) are not counted
 
-    def run_command(argv, env):
+    def measure(argv, env, log_path, metrics_path=None, echo=False, timeout=None, also_measure=None):
+        from verl_ext.runs.monitor import RunMeasurements
+
         seen.append((argv, env, set(cluster_processes()) - before))
-        return 0
+        return RunMeasurements(0, 0.0, 0, 0, 0.0, None, None)
 
     environ = script_environment(tmp_path, VERL_EXT_CPU_SMOKE="1", VERL_EXT_TINY_ASSETS=str(tmp_path / "tiny"))
     status = main(["run", "gsm8k", "rec_oneside_nois", "trainer.nnodes=2"], environ,
-                  Tools(run_command=run_command, count_gpus=lambda: 0, environ=environ))
+                  Tools(measure=measure, count_gpus=lambda: 0, environ=environ))
     assert status == 0
     (argv, env, cluster), = seen
     assert "trainer.nnodes=2" in argv and cluster  # the cluster was up while main_ppo ran

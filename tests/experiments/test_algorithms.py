@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verl_ext.algorithms.registry import ESTIMATORS, POLICY_LOSSES
-from verl_ext.experiments.algorithms import (
+from verl_ext.algorithms.presets import (
     ALGORITHMS,
     ALIASES,
     DEFAULT_EPSILONS,

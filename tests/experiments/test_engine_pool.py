@@ -8,7 +8,7 @@ replaced (``Tools``, as in test_launch.py)."""
 import pytest
 
 from tests.experiments.test_launch import Recorder, launch
-from tests.run_scripts.scripts import override_value, planned_cells
+from tests.run_scripts.scripts import override_value, planned_runs
 
 SPLIT_4_4 = {"N_GPUS_PER_NODE": "4", "ENGINE_GPUS_PER_NODE": "4"}
 ONE_RUN = {"ALGORITHMS": "rec_oneside_nois", "SETTINGS": "sync_interval_20"}
@@ -26,7 +26,7 @@ def test_the_dry_run_composes_and_checks_the_split_for_a_gpu_cluster(tmp_path, c
 
 
 def test_the_split_overrides_reach_main_ppo(tmp_path):
-    cell, = planned_cells(tmp_path, "figure", "guru-figure12", ENGINE_NNODES="2", ENGINE_GPUS_PER_NODE="8",
+    cell, = planned_runs(tmp_path, "figure", "guru-figure12", ENGINE_NNODES="2", ENGINE_GPUS_PER_NODE="8",
                           NNODES="2", ALGORITHMS="rec_gspo_nois@6e-4_8e-4")
     argv = cell.main_ppo_args
     assert override_value(argv, "actor_rollout_ref.hybrid_engine") == "false"
@@ -34,7 +34,7 @@ def test_the_split_overrides_reach_main_ppo(tmp_path):
             override_value(argv, "actor_rollout_ref.rollout.n_gpus_per_node")) == ("2", "8")
     assert override_value(argv, "actor_rollout_ref.rollout.free_cache_engine") == "false"
     assert override_value(argv, "actor_rollout_ref.rollout.checkpoint_engine.backend") == "nccl"
-    colocated, = planned_cells(tmp_path, "run", "gsm8k", "grpo")
+    colocated, = planned_runs(tmp_path, "run", "gsm8k", "grpo")
     assert not [item for item in colocated.main_ppo_args if item.startswith(("actor_rollout_ref.hybrid_engine=",
                                                                               "actor_rollout_ref.rollout.nnodes="))]
 
@@ -61,7 +61,7 @@ def test_a_real_split_run_counts_the_gpus_of_both_pools(tmp_path, capsys):
 
 
 def test_the_cpu_smoke_keeps_the_split_on_logical_gpus_with_gloo(tmp_path):
-    cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", "sync_offset_1", VERL_EXT_CPU_SMOKE="1", **SPLIT_4_4)
+    cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo", "sync_offset_1", VERL_EXT_CPU_SMOKE="1", **SPLIT_4_4)
     argv = cell.main_ppo_args
     assert override_value(argv, "actor_rollout_ref.hybrid_engine") == "false"
     assert (override_value(argv, "actor_rollout_ref.rollout.nnodes"),

@@ -1,8 +1,8 @@
-"""The launcher in this process (verl_ext.experiments: cells, launch, __main__): names checked before anything
-runs; the real-run path counts GPUs, checks every cell, prepares data once, writes each run's description and
-starts main_ppo with the cell's overrides; smoke profiles win over the script's overrides; environment variables
-reach the overrides. Only what starts a process or needs a GPU is replaced (``Tools``); the configuration
-checks are the real ones."""
+"""The run scripts' launcher in this process (verl_ext.experiments: script_runs, modes, __main__, through the one
+launcher verl_ext.runs.launch): names checked before anything runs; the real-run path counts GPUs, checks every
+run, prepares data once, writes each run's description and starts main_ppo with the run's overrides; smoke
+profiles win over the script's overrides; environment variables reach the overrides. Only what starts a process or
+needs a GPU is replaced (``Tools``); the configuration checks are the real ones."""
 
 import json
 import os
@@ -10,15 +10,16 @@ import sys
 
 import pytest
 
-from tests.run_scripts.scripts import override_value, planned_cells, script_environment
+from tests.run_scripts.scripts import override_value, planned_runs, script_environment
 from verl_ext.experiments.__main__ import main
-from verl_ext.experiments.launch import Tools
+from verl_ext.experiments.modes import Tools
+from verl_ext.runs.monitor import RunMeasurements
 from verl_ext.recipe import config_dir as recipe_config_dir
 
 
 class Recorder:
     """Stands in for child processes: records each command and its environment; data_prep writes empty parquet
-    files as the real one would; main_ppo exits with ``main_ppo_status``."""
+    files as the real one would; main_ppo (the one launcher's child process) exits with ``main_ppo_status``."""
 
     def __init__(self, gpus: int = 8, main_ppo_status: int = 0):
         self.calls = []
@@ -27,16 +28,18 @@ class Recorder:
 
     def run_command(self, argv, env):
         self.calls.append((list(argv), dict(env)))
-        if argv[2].startswith("data_prep."):
-            folder = argv[argv.index("--local_save_dir") + 1]
-            os.makedirs(folder, exist_ok=True)
-            for name in ("train.parquet", "test.parquet", "math500.parquet"):
-                open(os.path.join(folder, name), "wb").close()
-            return 0
-        return self.main_ppo_status
+        folder = argv[argv.index("--local_save_dir") + 1]
+        os.makedirs(folder, exist_ok=True)
+        for name in ("train.parquet", "test.parquet", "math500.parquet"):
+            open(os.path.join(folder, name), "wb").close()
+        return 0
+
+    def measure(self, command, env, log_path, metrics_path=None, echo=False, timeout=None, also_measure=None):
+        self.calls.append((list(command), dict(env)))
+        return RunMeasurements(self.main_ppo_status, 0.0, 0, 0, 0.0, None, None)
 
     def tools(self, environ):
-        return Tools(run_command=self.run_command, count_gpus=lambda: self.gpus, environ=environ)
+        return Tools(run_command=self.run_command, measure=self.measure, count_gpus=lambda: self.gpus, environ=environ)
 
     def modules(self):
         return [argv[2] for argv, _ in self.calls]
@@ -130,7 +133,7 @@ def test_a_real_run_checks_prepares_missing_data_once_then_calls_main_ppo(tmp_pa
     assert (metrics / "grpo-on_policy.part1.jsonl").read_text() == '{"step": 1, "data": {}}\n'
     # prepared data that the manifest does not vouch for (empty files here) is prepared again
     from verl_ext.experiments.environment import read_environment
-    from verl_ext.experiments.launch import prepare_data
+    from verl_ext.experiments.modes import prepare_data
     from verl_ext.experiments.profiles import profile_named
 
     again = Recorder()
@@ -164,7 +167,7 @@ def test_a_failed_run_stops_the_grid_unless_continue_on_error(tmp_path, capsys, 
 def test_cpu_smoke_overrides_win_and_the_algorithm_and_staleness_stay(tmp_path):
     from verl_ext.cpu.profile import cpu_overrides
 
-    cell, = planned_cells(tmp_path, "run", "guru-qwen3-30b-a3b", "rec_gspo_nois@6e-4_8e-4", "sync_interval_8",
+    cell, = planned_runs(tmp_path, "run", "guru-qwen3-30b-a3b", "rec_gspo_nois@6e-4_8e-4", "sync_interval_8",
                           "trainer.test_freq=7", VERL_EXT_CPU_SMOKE="1")
     argv = cell.main_ppo_args
     assert cell.title.endswith("(cpu smoke)")
@@ -190,7 +193,7 @@ def test_gpu_smoke_overrides_win(tmp_path):
     from verl_ext.gpu.profile import gpu_smoke_overrides
 
     assets = tmp_path / "tiny-gpu"
-    cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", VERL_EXT_GPU_SMOKE="1", VERL_EXT_TINY_GPU_ASSETS=str(assets))
+    cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo", VERL_EXT_GPU_SMOKE="1", VERL_EXT_TINY_GPU_ASSETS=str(assets))
     for override in gpu_smoke_overrides(assets):
         assert override in cell.main_ppo_args
     assert override_value(cell.main_ppo_args, "trainer.total_training_steps") == "2"
@@ -198,7 +201,7 @@ def test_gpu_smoke_overrides_win(tmp_path):
 
 
 def test_environment_variables_reach_the_overrides(tmp_path):
-    cell, = planned_cells(tmp_path, "run", "toolace", "grpo", "offline", LOGGER="console,wandb", N_GPUS_PER_NODE="4",
+    cell, = planned_runs(tmp_path, "run", "toolace", "grpo", "offline", LOGGER="console,wandb", N_GPUS_PER_NODE="4",
                           NNODES="2", EXPERIMENT_NAME="mine", PROJECT_NAME="proj", TOTAL_STEPS="7", KL_TO_INITIAL="0",
                           ZERO_VARIANCE_MASKING="1")
     argv = cell.main_ppo_args
@@ -208,7 +211,7 @@ def test_environment_variables_reach_the_overrides(tmp_path):
     assert override_value(argv, "trainer.total_training_steps") == "7"
     assert override_value(argv, "actor_rollout_ref.actor.use_kl_loss") == "false"
     assert override_value(argv, "trainer.v1.delayed_sync.zero_variance_masking") == "true"
-    cells = planned_cells(tmp_path, "figure", "gsm8k-figure9", EXPERIMENT_NAME="try2", LEARNING_RATES="3e-6",
+    cells = planned_runs(tmp_path, "figure", "gsm8k-figure9", EXPERIMENT_NAME="try2", LEARNING_RATES="3e-6",
                           SETTINGS="sync_offset_4")
     assert [cell.title for cell in cells] == [
         "gsm8k-figure9/try2-grpo-lr3e-06-sync_offset_4",
@@ -218,7 +221,7 @@ def test_environment_variables_reach_the_overrides(tmp_path):
 
 
 def test_sweep_builds_its_grid(tmp_path):
-    cells = planned_cells(tmp_path, "sweep", "gsm8k", "--algorithms", "grpo,rec_oneside_nois@0.6_2.0", "--settings",
+    cells = planned_runs(tmp_path, "sweep", "gsm8k", "--algorithms", "grpo,rec_oneside_nois@0.6_2.0", "--settings",
                           "on_policy,sync_interval_4_offset_2", "--learning-rates", "2e-6", "--project", "mine", "data.seed=3")
     assert sorted(cell.title for cell in cells) == sorted(
         f"mine/{label}-lr2e-06-{setting}"
@@ -229,12 +232,12 @@ def test_sweep_builds_its_grid(tmp_path):
     assert (override_value(argv, "trainer.v1.delayed_sync.sync_interval"), override_value(argv, "trainer.v1.delayed_sync.sync_offset")) == ("4", "2")
     assert float(override_value(argv, "actor_rollout_ref.actor.optim.lr")) == 2e-6
     assert override_value(argv, "data.seed") == "3"
-    cell, = planned_cells(tmp_path, "sweep", "gsm8k", "--algorithms=reinforce")
+    cell, = planned_runs(tmp_path, "sweep", "gsm8k", "--algorithms=reinforce")
     assert cell.title == "verl-ext-gsm8k-qwen2.5-1.5b/rec_reinforce-on_policy"  # the alias, written out one way
 
 
 def test_zero_variance_masking_is_the_offpolicy_grpo_default_and_can_be_turned_off(tmp_path, capsys):
-    cells = planned_cells(tmp_path, "figure", "gsm8k-offpolicy-grpo", ZERO_VARIANCE_MASKING="0")
+    cells = planned_runs(tmp_path, "figure", "gsm8k-offpolicy-grpo", ZERO_VARIANCE_MASKING="0")
     assert [cell.name for cell in cells] == ["offpolicy_grpo-on_policy", "offpolicy_grpo-sync_interval_10"]
     assert not [item for cell in cells for item in cell.main_ppo_args if item.startswith("trainer.v1.delayed_sync.zero_variance")]
     status, recorder = launch(tmp_path, ["figure", "gsm8k-offpolicy-grpo"], VERL_EXT_DRY_RUN="1", ZERO_VARIANCE_MASKING="yes")
@@ -242,7 +245,8 @@ def test_zero_variance_masking_is_the_offpolicy_grpo_default_and_can_be_turned_o
 
 
 def test_list_names_every_profile_algorithm_setting_and_figure(capsys):
-    from verl_ext.experiments import algorithms, figures, profiles
+    from verl_ext.algorithms import presets as algorithms
+    from verl_ext.experiments import figures, profiles
 
     assert main(["list"]) == 0
     out = capsys.readouterr().out

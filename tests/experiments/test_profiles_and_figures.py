@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from verl_ext import preflight
-from verl_ext.experiments.algorithms import parse_algorithm
+from verl_ext.algorithms.presets import parse_algorithm
 from verl_ext.experiments.figures import FIGURES, figure_named
 from verl_ext.runs.overrides import merge_overrides, override_key
 from verl_ext.experiments.profiles import ALIASES, PROFILES, profile_named

@@ -4,9 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ext.experiments.algorithms import ALGORITHMS, parse_algorithm
-from verl_ext.experiments.run_names import run_name
-from verl_ext.runs.names import SAFE, check_name
+from verl_ext.algorithms.presets import ALGORITHMS, parse_algorithm
+from verl_ext.runs.names import SAFE, check_name, run_name
 from verl_ext.staleness.setting import OFFLINE, Setting, parse_setting
 
 
@@ -52,7 +51,7 @@ def test_check_name_refuses_what_would_break_a_path_or_an_override(bad):
 
 
 def test_numbers_that_differ_beyond_six_digits_get_different_names():
-    from verl_ext.experiments.algorithms import number_label
+    from verl_ext.algorithms.presets import number_label
 
     assert number_label(2.0) == "2" and number_label(6e-4) == "0.0006" and number_label(2e-6) == "2e-06"
     assert number_label(1e-6) != number_label(1.0000001e-6)

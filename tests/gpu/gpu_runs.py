@@ -1,7 +1,7 @@
 """The real ``main_ppo`` runs of the GPU tests: few runs, each carrying many checks, started only when a
 selected test needs them (``pytest -m gpu -k schedule`` starts only the schedule's runs).
 
-Each run is a child process (:func:`verl_ext.gpu.launch.run_gpu_main_ppo`): vLLM's engine start dominates
+Each run is a child process (the one launcher, :func:`verl_ext.runs.launch.launch`, on the GPU backend): vLLM's engine start dominates
 a run's start-up on the GPU (minutes), Ray's own start is seconds, and a process boundary returns the
 engine's GPU memory for sure. Runs, in the order a full ``pytest -m gpu`` needs them:
 
@@ -33,7 +33,8 @@ import json
 from pathlib import Path
 
 from tests.staleness import odd_count_reward
-from verl_ext.cpu.launch import CPURun, CPURunResult
+from verl_ext.runs.launch import RunResult
+from verl_ext.runs.run import Run
 
 RUN_TIMEOUT_SECONDS = 15 * 60
 BACKEND_VARIABLE = "VERL_EXT_GPU_TESTS_BACKEND"  # "cpu": rehearse on the CPU backend (see the module docstring)
@@ -74,35 +75,35 @@ def algorithm(estimator: str, loss: str) -> tuple[str, ...]:
     return (f"algorithm.adv_estimator={estimator}", f"actor_rollout_ref.actor.policy_loss.loss_mode={loss}")
 
 
-def run_specs(checkpoints: Path) -> dict[str, CPURun]:
+def run_specs(checkpoints: Path) -> dict[str, Run]:
     """Every run by name; ``checkpoints`` is where delayed_3_1 saves (resumed_3_1 reads it)."""
     return {
-        "delayed_3_1": CPURun(
+        "delayed_3_1": Run(
             "delayed_3_1", steps=SCHEDULE_STEPS, checkpoint_dir=checkpoints,
             overrides=(*algorithm("rec", "rec_oneside_nois"), *SCHEDULE_3_1,
                        f"trainer.save_freq={SAVE_FREQ}", f"trainer.test_freq={TEST_FREQ}"),
         ),
-        "resumed_3_1": CPURun(
+        "resumed_3_1": Run(
             "resumed_3_1", steps=SCHEDULE_STEPS, checkpoint_dir=checkpoints,
             overrides=(*algorithm("rec", "rec_oneside_nois"), *SCHEDULE_3_1, "trainer.resume_mode=resume_path",
                        f"trainer.resume_from_path={checkpoints / f'global_step_{RESUME_AT}'}"),
         ),
-        "offline_red_drop": CPURun(
+        "offline_red_drop": Run(
             "offline_red_drop", steps=3,
             overrides=(*algorithm("red_drop", "rec_reinforce"), DELAYED, "trainer.v1.delayed_sync.offline=true",
                        "trainer.v1.delayed_sync.zero_variance_masking=true",
                        f"reward.custom_reward_function.path={Path(odd_count_reward.__file__).resolve()}",
                        "reward.custom_reward_function.name=compute_score"),
         ),
-        "on_policy_opmd": CPURun("on_policy_opmd", steps=3, overrides=(*algorithm("rec", "opmd"), *ON_POLICY)),
-        "sync_rec_gspo": CPURun(
+        "on_policy_opmd": Run("on_policy_opmd", steps=3, overrides=(*algorithm("rec", "opmd"), *ON_POLICY)),
+        "sync_rec_gspo": Run(
             "sync_rec_gspo", steps=2,
             overrides=(*algorithm("rec", "rec_gspo_nois"), "trainer.v1.trainer_mode=sync",
                        "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
                        "actor_rollout_ref.actor.clip_ratio_low=6e-4", "actor_rollout_ref.actor.clip_ratio_high=8e-4"),
         ),
-        "red_weight": CPURun("red_weight", steps=2, overrides=(*algorithm("rec", "red_weight"), *ON_POLICY)),
-        "offpolicy_grpo": CPURun(
+        "red_weight": Run("red_weight", steps=2, overrides=(*algorithm("rec", "red_weight"), *ON_POLICY)),
+        "offpolicy_grpo": Run(
             "offpolicy_grpo", steps=3,
             overrides=(*algorithm("grpo", "offpolicy_grpo"), *SCHEDULE_3_1, "algorithm.norm_adv_by_std_in_grpo=true",
                        "algorithm.rollout_correction.bypass_mode=false", "algorithm.rollout_correction.rollout_is=token",
@@ -118,51 +119,51 @@ class GPURuns:
     def __init__(self, base_dir: Path, assets_dir: Path, backend: str = "gpu"):
         if backend not in ("gpu", "cpu"):
             raise ValueError(f"{BACKEND_VARIABLE}={backend!r}: allowed gpu (default) or cpu")
+        from verl_ext.cpu.backend import CPUBackend
+        from verl_ext.gpu.backend import GPU_PROJECT, GPUBackend
+        from verl_ext.runs.launch import Outputs
+
         self.base_dir, self.assets_dir, self.backend = Path(base_dir), Path(assets_dir), backend
         self.specs = run_specs(self.base_dir / "delayed_3_1_checkpoints")
-        self._results: dict[str, CPURunResult] = {}
+        if backend == "gpu":
+            self.where, self.outputs = GPUBackend(self.assets_dir), Outputs(self.base_dir, project=GPU_PROJECT)
+        else:
+            self.where, self.outputs = CPUBackend(self.assets_dir), Outputs(self.base_dir)
+        self._results: dict[str, RunResult] = {}
 
     def _record_path(self, name: str) -> Path:
-        from verl_ext.gpu.launch import run_paths
-
-        return run_paths(self.base_dir, self.specs[name])["run_dir"] / "result.json"
+        return self.outputs.paths(self.specs[name]).run_dir / "result.json"
 
     def _overrides(self, name: str) -> list[str]:
-        from verl_ext.gpu.launch import gpu_run_overrides
+        from verl_ext.runs.launch import main_ppo_overrides
 
-        return gpu_run_overrides(self.specs[name], self.base_dir, self.assets_dir)
+        return main_ppo_overrides(self.specs[name], self.where, self.outputs)
 
-    def _recorded(self, name: str) -> CPURunResult | None:
+    def _recorded(self, name: str) -> RunResult | None:
         path = self._record_path(name)
         if not path.is_file():
             return None
         record = json.loads(path.read_text())
         if record["overrides"] != self._overrides(name):
             return None
-        from verl_ext.gpu.launch import run_paths
-
-        paths = run_paths(self.base_dir, self.specs[name])
+        paths = self.outputs.paths(self.specs[name])
         print(f"\n[gpu run] {name}: reusing the run recorded in {path}")
-        return CPURunResult(run=self.specs[name], run_dir=paths["run_dir"], metrics_path=paths["metrics"],
-                            events_path=paths["run_dir"] / "no_event_log", checkpoint_dir=paths["checkpoints"],
-                            log_path=paths["log"], wall_seconds=record["wall_seconds"])
+        return RunResult(run=self.specs[name], paths=paths, wall_seconds=record["wall_seconds"], log_path=paths.log)
 
-    def __getitem__(self, name: str) -> CPURunResult:
+    def __getitem__(self, name: str) -> RunResult:
         if name not in self._results:
-            from verl_ext.gpu.launch import run_gpu_main_ppo
+            from verl_ext.runs.launch import launch
 
             if name == "resumed_3_1":
                 self["delayed_3_1"]  # noqa: B018 -- the checkpoint it resumes from
             if self.backend == "cpu":
-                from verl_ext.cpu.launch import run_main_ppo
-
-                result = run_main_ppo(self.specs[name], self.base_dir, self.assets_dir, timeout=RUN_TIMEOUT_SECONDS)
+                result = launch(self.specs[name], self.where, self.outputs, timeout=RUN_TIMEOUT_SECONDS)
                 print(f"\n[cpu rehearsal] {name}: {result.wall_seconds:.0f} s wall, log {result.log_path}")
                 self._results[name] = result.raise_for_error()
                 return self._results[name]
             result = self._recorded(name)
             if result is None:
-                result = run_gpu_main_ppo(self.specs[name], self.base_dir, self.assets_dir, timeout=RUN_TIMEOUT_SECONDS)
+                result = launch(self.specs[name], self.where, self.outputs, timeout=RUN_TIMEOUT_SECONDS)
                 print(f"\n[gpu run] {name}: {result.wall_seconds:.0f} s wall, exit {result.measurements.returncode}, "
                       f"log {result.log_path}")
                 result.raise_for_error()

@@ -8,11 +8,12 @@ import sys
 
 import pytest
 
-from tests.run_scripts.scripts import FIGURE_GRIDS, REPO, planned_cells, run_script, script_environment
+from tests.run_scripts.scripts import FIGURE_GRIDS, REPO, planned_runs, run_script, script_environment
 from verl_ext import preflight
 from verl_ext.runs.overrides import override_key
 from verl_ext.gpu.device import gpu_unavailable_reason
-from verl_ext.gpu.launch import gpu_main_ppo_command
+from verl_ext.gpu.backend import GPU_PROJECT, GPUBackend
+from verl_ext.runs.launch import Outputs, main_ppo_arguments
 from verl_ext.gpu.profile import (
     RUN_OVERRIDE_REASONS,
     SMOKE_OVERRIDE_REASONS,
@@ -33,10 +34,11 @@ def test_gpu_runs_compose_and_pass_verls_checks(tiny_gpu_assets, tmp_path):
     specs = run_specs(tmp_path / "checkpoints")
     runs = [("gpu-smoke", smoke_run(10, 3, 1, "rec_oneside_nois"))] + [
         (name, specs[name]) for name in ("offline_red_drop", "offpolicy_grpo")]
-    results = preflight.preflight_many([(name, gpu_main_ppo_command(run, tmp_path, tiny_gpu_assets)[3:]) for name, run in runs])
+    backend, outputs = GPUBackend(tiny_gpu_assets), Outputs(tmp_path, project=GPU_PROJECT)
+    results = preflight.preflight_many([(name, main_ppo_arguments(run, backend, outputs)) for name, run in runs])
     assert all(result.ok for result in results), {result.name: result.error for result in results if not result.ok}
     result = results[0]
-    argv = gpu_main_ppo_command(runs[0][1], tmp_path, tiny_gpu_assets)[3:]
+    argv = main_ppo_arguments(runs[0][1], backend, outputs)
     s = result.settings
     assert (s["actor_rollout_ref.rollout.name"], s["trainer.n_gpus_per_node"], s["trainer.nnodes"]) == ("vllm", 1, 1)
     assert s["actor_rollout_ref.model.path"] == str(tiny_gpu_assets / "model")
@@ -97,7 +99,7 @@ def queued(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("gpu_smoke_plans")
 
     def runs(script, **env):
-        return {cell.title: cell.main_ppo_args for cell in planned_cells(tmp_path, "figure", FIGURE_GRIDS[script][0], **env)}
+        return {cell.title: cell.main_ppo_args for cell in planned_runs(tmp_path, "figure", FIGURE_GRIDS[script][0], **env)}
 
     return {
         script: (runs(script) if script in COMPOSED else None, runs(script, VERL_EXT_GPU_SMOKE="1"))

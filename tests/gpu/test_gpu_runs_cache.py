@@ -7,21 +7,20 @@ from pathlib import Path
 
 from tests.gpu.gpu_runs import FAMILIES, GPURuns, expected_loss_metrics, run_specs
 from verl_ext.metrics_file import read_metrics_file
-from verl_ext.gpu.launch import gpu_run_overrides, run_paths
 
 RUN = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "gpu_smoke" / "cpu_backend_delayed_sync_3_1.jsonl"
 
 
 def record_run(runs: GPURuns, name: str, overrides: list[str]) -> None:
-    paths = run_paths(runs.base_dir, runs.specs[name])
-    paths["run_dir"].mkdir(parents=True)
-    shutil.copy(RUN, paths["metrics"])
-    (paths["run_dir"] / "result.json").write_text(json.dumps({"overrides": overrides, "wall_seconds": 1.0}))
+    paths = runs.outputs.paths(runs.specs[name])
+    paths.run_dir.mkdir(parents=True)
+    shutil.copy(RUN, paths.metrics)
+    (paths.run_dir / "result.json").write_text(json.dumps({"overrides": overrides, "wall_seconds": 1.0}))
 
 
 def test_a_recorded_run_is_reused_while_its_overrides_are_unchanged(tmp_path):
     runs = GPURuns(tmp_path, tmp_path / "assets")
-    record_run(runs, "red_weight", gpu_run_overrides(runs.specs["red_weight"], runs.base_dir, runs.assets_dir))
+    record_run(runs, "red_weight", runs._overrides("red_weight"))
     assert runs["red_weight"].steps == read_metrics_file(RUN).steps
     changed = GPURuns(tmp_path, tmp_path / "other-assets")  # another model path: the record does not match
     assert changed._recorded("red_weight") is None

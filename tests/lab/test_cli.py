@@ -33,8 +33,8 @@ def test_no_arguments_is_the_headline_grid():
 
 
 def test_every_grid_has_its_findings_settings():
-    assert {cell.setting for cell in GRIDS["clipping"].cells} == {SYNC_INTERVAL_20, SYNC_OFFSET_10}
-    assert {cell.setting for cell in GRIDS["offline"].cells} == {OFFLINE}
+    assert {point.setting for point in GRIDS["clipping"].points} == {SYNC_INTERVAL_20, SYNC_OFFSET_10}
+    assert {point.setting for point in GRIDS["offline"].points} == {OFFLINE}
     epsilon = runs_of("--grid", "epsilon", "--seeds", "1", "--steps", "7", "--lr", "0.004")[2]
     assert {(run.algorithm.label, run.learning_rate) for run in epsilon} == {
         ("rec_oneside_nois", 0.004), ("rec_oneside_nois@0.6_2", 0.004), ("grpo", 0.008)}
@@ -49,7 +49,7 @@ def test_custom_runs_take_the_options():
     assert [(run.algorithm.label, run.seed) for run in runs] == [
         ("rec_reinforce", 0), ("rec_reinforce", 3), ("rec_oneside_is@0.3_0.5", 0), ("rec_oneside_is@0.3_0.5", 3)]
     assert {(run.setting.sync_interval, run.setting.sync_offset, run.steps) for run in runs} == {(4, 2, 9)}
-    assert all(run.overrides()[-1] == "actor_rollout_ref.rollout.n=8" for run in runs)
+    assert all(run.overrides[-1] == "actor_rollout_ref.rollout.n=8" for run in runs)
     offline = runs_of("--algorithms", "rec_oneside_nois", "--offline")[2]
     assert offline[0].setting == OFFLINE
 
@@ -131,7 +131,7 @@ def test_a_lab_of_runs_already_logged_prints_the_table_the_png_and_json_last(tmp
         write_jsonl(paths.metrics(run), step_records(curves[run.algorithm.label], kl=[0.1] * 10, lag=list(range(10))))
         paths.run_description(run).parent.mkdir(parents=True, exist_ok=True)
         paths.run_description(run).write_text(
-            json.dumps({"steps": run.steps, "overrides": list(run.overrides()), "assets": assets_fingerprint(lab_assets)}))
+            json.dumps({"steps": run.steps, "overrides": list(run.overrides), "assets": assets_fingerprint(lab_assets)}))
     assert lab_main(argv) == 0
     output = capsys.readouterr().out
     records = json.loads(output.strip().splitlines()[-1])

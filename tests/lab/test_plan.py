@@ -2,10 +2,11 @@
 
 import pytest
 
-from verl_ext.experiments.algorithms import ALGORITHMS, parse_algorithm
+from verl_ext.algorithms.presets import ALGORITHMS, parse_algorithm
 from verl_ext.runs.names import SAFE
 from verl_ext.staleness.setting import OFFLINE, ON_POLICY, Setting, parse_setting
-from verl_ext.lab.plan import LabRun, plan_runs
+from verl_ext.lab.plan import lab_run, plan_runs
+from verl_ext.runs.run import Run
 
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
@@ -17,8 +18,8 @@ def test_each_lab_run_composes_and_verl_builds_its_actor_config(name):
     from tests.recipe_config import compose_recipe
     from verl_ext.staleness.config import delayed_sync_config_from
 
-    run = LabRun(parse_algorithm(name), Setting(20, 0), seed=3, steps=5, learning_rate=0.02)
-    config = compose_recipe(*run.overrides())
+    run = lab_run(parse_algorithm(name), Setting(20, 0), seed=3, steps=5, learning_rate=0.02)
+    config = compose_recipe(*run.overrides)
     actor = omega_conf_to_dataclass(config.actor_rollout_ref.actor)
     assert actor.policy_loss.loss_mode == ALGORITHMS[name].loss in POLICY_LOSS_REGISTRY
     assert config.algorithm.adv_estimator == ALGORITHMS[name].estimator
@@ -31,8 +32,8 @@ def test_each_lab_run_composes_and_verl_builds_its_actor_config(name):
 
 
 def test_a_lab_run_is_the_presets_overrides_plus_the_labs_own():
-    run = LabRun(parse_algorithm("rec_ring_nois@0.3_0.5"), parse_setting("mixed"), seed=1, steps=4, extra_overrides=("a.b=1",))
-    overrides = run.overrides()
+    run = lab_run(parse_algorithm("rec_ring_nois@0.3_0.5"), parse_setting("mixed"), seed=1, steps=4, extra_overrides=("a.b=1",))
+    overrides = run.overrides
     position = {item: index for index, item in enumerate(overrides)}
     preset = run.algorithm.overrides() + run.setting.overrides()
     assert [position[item] for item in preset] == sorted(position[item] for item in preset)  # all there, in order
@@ -40,16 +41,16 @@ def test_a_lab_run_is_the_presets_overrides_plus_the_labs_own():
 
 
 def test_pi_old_is_the_behaviour_policy_for_every_preset_but_offpolicy_grpo_unless_overridden():
-    behaviour = {name for name in ALGORITHMS if LabRun(parse_algorithm(name), Setting(20, 0)).pi_old_is_behaviour}
+    behaviour = {name for name in ALGORITHMS if lab_run(parse_algorithm(name), Setting(20, 0)).pi_old_is_behaviour}
     assert set(ALGORITHMS) - behaviour == {"offpolicy_grpo"}
-    flipped = LabRun(parse_algorithm("topr"), Setting(20, 0), extra_overrides=("algorithm.rollout_correction.bypass_mode=False",))
+    flipped = lab_run(parse_algorithm("topr"), Setting(20, 0), extra_overrides=("algorithm.rollout_correction.bypass_mode=False",))
     assert not flipped.pi_old_is_behaviour
 
 
 def test_run_names_are_the_one_format_unique_and_safe():
-    assert LabRun(parse_algorithm("rec_oneside_nois@0.6_2.0"), Setting(20, 0), seed=1, steps=25).name == (
+    assert lab_run(parse_algorithm("rec_oneside_nois@0.6_2.0"), Setting(20, 0), seed=1, steps=25).name == (
         "rec_oneside_nois@0.6_2-lr0.001-sync_interval_20-T25-seed1")
-    assert LabRun(parse_algorithm("reinforce"), OFFLINE, steps=3, prompts_per_step=8).name == (
+    assert lab_run(parse_algorithm("reinforce"), OFFLINE, steps=3, prompts_per_step=8).name == (
         "rec_reinforce-lr0.001-offline-T3-P8-seed0")
     runs = plan_runs(
         [parse_algorithm(spec) for spec in ("rec_oneside_nois", "rec_oneside_nois@0.6_2", "rec_reinforce")],
@@ -59,7 +60,7 @@ def test_run_names_are_the_one_format_unique_and_safe():
     names = [run.name for run in runs]
     assert len(set(names)) == len(names) == 24 and all(SAFE.match(name) for name in names)
     run = runs[0]
-    assert run.cpu_run().name == run.name  # the CPU launcher takes the '@' of the one format
+    assert Run(run.name).name == run.name  # the run value takes the '@' of the one format
 
 
 def test_runs_that_would_share_a_name_are_refused():
@@ -71,4 +72,4 @@ def test_bad_knobs_are_refused_naming_them():
     with pytest.raises(ValueError, match="sync_interval=0 is invalid: allowed values are an integer >= 1"):
         Setting(0, 0)
     with pytest.raises(ValueError, match="prompts_per_step must be >= 1"):
-        LabRun(parse_algorithm("grpo"), prompts_per_step=0)
+        lab_run(parse_algorithm("grpo"), prompts_per_step=0)

@@ -5,10 +5,10 @@ import json
 import pytest
 
 from tests.lab.synthetic import as_steps, step_records
-from verl_ext.experiments.algorithms import parse_algorithm
+from verl_ext.algorithms.presets import parse_algorithm
 from verl_ext.staleness.setting import Setting
 from verl_ext.lab.figure import plot_groups, seed_band
-from verl_ext.lab.plan import LabRun
+from verl_ext.lab.plan import lab_run
 from verl_ext.lab.report import JSON_KEYS, json_records, markdown_table, rich_table, run_record, table_rows
 from verl_ext.lab.summary import aggregate, summarize_run
 
@@ -20,11 +20,11 @@ def lab_records():
         ("rec_oneside_nois@0.6_2", ([min(1.0, 0.1 * i) for i in range(20)], [min(1.0, 0.08 * i) for i in range(20)])),
     ):
         for seed, rewards in enumerate(rewards_by_seed):
-            run = LabRun(parse_algorithm(spec), Setting(20, 0), seed=seed, steps=20)
+            run = lab_run(parse_algorithm(spec), Setting(20, 0), seed=seed, steps=20)
             steps = as_steps(step_records(rewards, kl=[0.01 * i for i in range(20)], lag=[i % 20 for i in range(20)],
                                           ppo_kl=[0.0011 * i * (seed + 1) for i in range(20)]))
             records.append(run_record(run, summarize_run(steps), None))
-    failed = LabRun(parse_algorithm("rec_reinforce"), Setting(20, 0), seed=2, steps=20)
+    failed = lab_run(parse_algorithm("rec_reinforce"), Setting(20, 0), seed=2, steps=20)
     records.append(run_record(failed, summarize_run([]), "RuntimeError: boom"))
     return records
 
@@ -51,7 +51,7 @@ def test_json_records_start_with_the_contract_keys_and_serialise():
 
 
 def test_a_run_that_logged_nothing_is_an_error_even_without_an_exception():
-    run = LabRun(parse_algorithm("rec_reinforce"), Setting(), seed=0, steps=3)
+    run = lab_run(parse_algorithm("rec_reinforce"), Setting(), seed=0, steps=3)
     assert run_record(run, summarize_run([]), None)["error"] == "no training step logged"
 
 
@@ -77,7 +77,7 @@ def test_seed_band_is_mean_min_max_at_every_step():
 
 def test_the_figure_is_a_png_with_one_column_per_setting(tmp_path):
     records = lab_records()
-    on_policy = LabRun(parse_algorithm("rec_reinforce"), Setting(), seed=0, steps=20)
+    on_policy = lab_run(parse_algorithm("rec_reinforce"), Setting(), seed=0, steps=20)
     records.append(run_record(on_policy, summarize_run(as_steps(step_records([0.5] * 20))), None))
     path = plot_groups(aggregate(records), tmp_path / "figure" / "curves.png", target=0.9, title="test")
     from PIL import Image
@@ -91,7 +91,7 @@ def test_the_figure_is_a_png_with_one_column_per_setting(tmp_path):
 def test_a_run_cut_short_is_an_error_naming_how_many_steps_verl_logged(tmp_path):
     from verl_ext.lab.runner import missing_steps_error
 
-    run = LabRun(parse_algorithm("rec_reinforce"), Setting(), seed=0, steps=5)
+    run = lab_run(parse_algorithm("rec_reinforce"), Setting(), seed=0, steps=5)
     metrics = tmp_path / "run.jsonl"
     assert missing_steps_error(run, as_steps(step_records([0.5] * 3)), metrics) == f"verl logged 3 of 5 training steps in {metrics}"
     assert missing_steps_error(run, as_steps(step_records([0.5] * 5)), metrics) is None

@@ -1,4 +1,4 @@
-"""The run scripts from tests: their paths, a clean environment, and their cells planned in this process."""
+"""The run scripts from tests: their paths, a clean environment, and their runs planned in this process."""
 
 import os
 import sys
@@ -74,12 +74,34 @@ def run_script(script: str, *args: str, env: dict[str, str], timeout: float = 12
     )
 
 
-def planned_cells(tmp_path: Path, *argv: str, **extra_env: str):
-    """The cells ``python -m verl_ext.experiments ARGV`` would run in that environment (nothing composed or started)."""
+class PlannedRun:
+    """A run the run scripts' launcher would start (a :class:`verl_ext.runs.run.Run`, whose fields it shows), with
+    what the tests read of it: its title, the arguments the launcher gives ``main_ppo`` (on the mode's backend),
+    where it writes, and its profile."""
+
+    def __init__(self, run, environment):
+        from verl_ext.experiments.profiles import profile_named
+        from verl_ext.experiments.script_runs import script_backend, script_outputs, title
+        from verl_ext.runs.launch import main_ppo_arguments
+
+        outputs = script_outputs(environment)
+        paths = outputs.paths(run)
+        self.run = run
+        self.title = title(run, environment)
+        self.main_ppo_args = main_ppo_arguments(run, script_backend(environment), outputs)
+        self.metrics_file, self.checkpoints = paths.metrics, paths.checkpoints
+        self.profile = profile_named(run.profile)
+
+    def __getattr__(self, name):
+        return getattr(self.run, name)
+
+
+def planned_runs(tmp_path: Path, *argv: str, **extra_env: str) -> list[PlannedRun]:
+    """The runs ``python -m verl_ext.experiments ARGV`` would run in that environment (nothing composed or started)."""
     from verl_ext.experiments.__main__ import plan
 
-    cells, _, _ = plan(list(argv), script_environment(tmp_path, **extra_env))
-    return cells
+    runs, environment, _ = plan(list(argv), script_environment(tmp_path, **extra_env))
+    return [PlannedRun(run, environment) for run in runs]
 
 
 def figure_project(script: str) -> str:

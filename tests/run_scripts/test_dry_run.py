@@ -16,9 +16,9 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from tests.experiments.test_profiles_and_figures import CASES
-from tests.run_scripts.scripts import FIGURE_GRIDS, planned_cells
+from tests.run_scripts.scripts import FIGURE_GRIDS, planned_runs
 from verl_ext import preflight
-from verl_ext.experiments.algorithms import parse_algorithm
+from verl_ext.algorithms.presets import parse_algorithm
 from verl_ext.staleness.setting import parse_setting
 
 # Table 1 of arXiv 2509.24203, per project: model, lr, batch, K, weight decay, warmup, evaluation (temperature, top-p)
@@ -72,7 +72,7 @@ def parse_each_yaml_file_once():
 def cells(tmp_path_factory):
     """{script: its cells}, as `bash run_scripts/<script>` plans them."""
     tmp_path = tmp_path_factory.mktemp("cells")
-    return {script: planned_cells(tmp_path, "figure", project) for script, (project, _) in FIGURE_GRIDS.items()}
+    return {script: planned_runs(tmp_path, "figure", project) for script, (project, _) in FIGURE_GRIDS.items()}
 
 
 def overrides_of(cell) -> dict:
@@ -261,12 +261,12 @@ def test_algorithms_and_settings_reach_verls_config(checked):
 
 
 def test_a_bad_override_fails_the_dry_run_naming_the_key(tmp_path):
-    cell, = planned_cells(tmp_path, "run", "gsm8k", "rec_ring_nois", "sync_offset_10",
+    cell, = planned_runs(tmp_path, "run", "gsm8k", "rec_ring_nois", "sync_offset_10",
                           "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high=0.1")
     result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert not result.ok
     assert "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high=0.1" in result.error
-    cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", "data.train_batch_size=95")
+    cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo", "data.train_batch_size=95")
     result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert not result.ok and "data.train_batch_size=95" in result.error and "ppo_mini_batch_size=96" in result.error
     assert preflight.main(["--name", "bad", "--quiet", "--", *cell.main_ppo_args]) == 1
@@ -292,7 +292,7 @@ def test_the_dry_run_prints_every_runs_settings_and_the_count(tmp_path, capsys):
 def test_memoised_composition_equals_hydras(tmp_path):
     from omegaconf import OmegaConf
 
-    cell, = planned_cells(tmp_path, "run", "math", "red_weight", "mixed")
+    cell, = planned_runs(tmp_path, "run", "math", "red_weight", "mixed")
     assert cell.name == "red_weight-sync_interval_16_offset_8"  # the alias is written out in the one spelling
     arguments = preflight.parse_main_ppo_argv(cell.main_ppo_args)
     plain = OmegaConf.to_container(preflight.compose(arguments), resolve=True)
@@ -304,11 +304,11 @@ def test_memoised_composition_equals_hydras(tmp_path):
 
 
 def test_zero_variance_masking_outside_delayed_sync_fails_the_dry_run(tmp_path):
-    cell, = planned_cells(tmp_path, "run", "gsm8k", "offpolicy_grpo", "trainer.v1.trainer_mode=sync", ZERO_VARIANCE_MASKING="1")
+    cell, = planned_runs(tmp_path, "run", "gsm8k", "offpolicy_grpo", "trainer.v1.trainer_mode=sync", ZERO_VARIANCE_MASKING="1")
     result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert not result.ok and ("zero_variance_masking=True is invalid: allowed values are false outside "
                               "trainer.v1.trainer_mode=delayed_sync") in result.error
-    cell, = planned_cells(tmp_path, "run", "gsm8k", "offpolicy_grpo", ZERO_VARIANCE_MASKING="1")
+    cell, = planned_runs(tmp_path, "run", "gsm8k", "offpolicy_grpo", ZERO_VARIANCE_MASKING="1")
     result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert result.ok, result.error
     assert ("zero-variance masking", "on (delayed_sync: equal-reward groups leave the batch, no refill)") in result.lines
@@ -318,15 +318,15 @@ def test_the_dry_run_shows_the_seeds_and_rejects_a_bad_rollout_seed_of_the_seede
     from verl_ext.seeding import SEEDED_AGENT_LOOP
 
     seeded = f"actor_rollout_ref.rollout.agent.default_agent_loop={SEEDED_AGENT_LOOP}"
-    cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", seeded, "actor_rollout_ref.rollout.seed=7")
+    cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo", seeded, "actor_rollout_ref.rollout.seed=7")
     result = preflight.preflight(cell.title, cell.main_ppo_args)
     assert result.ok, result.error
     seeds = dict(result.lines)["seeds"]
     assert "actor_rollout_ref.rollout.seed=7" in seeds and "each request seeded from rollout.seed" in seeds
-    cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo")
+    cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo")
     assert "the engine's own (single_turn_agent" in dict(preflight.preflight(cell.title, cell.main_ppo_args).lines)["seeds"]
     for bad, allowed in (("actor_rollout_ref.rollout.seed=-1", "an integer >= 0"), ("trainer.use_v1=false", "use_v1=false")):
-        cell, = planned_cells(tmp_path, "run", "gsm8k", "grpo", seeded, bad)
+        cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo", seeded, bad)
         result = preflight.preflight(cell.title, cell.main_ppo_args)
         assert not result.ok and allowed in result.error, result.error
 
@@ -351,7 +351,7 @@ def test_one_run_of_each_profile_passes_the_dry_run_on_a_cluster(tmp_path, cells
     chosen["zero-variance masking"] = ("gsm8k-offpolicy-grpo", "offpolicy_grpo", "sync_interval_10")
     runs = []
     for project, label, setting in chosen.values():
-        cell, = planned_cells(tmp_path, "figure", project, ALGORITHMS=label.split("-")[0], SETTINGS=setting,
+        cell, = planned_runs(tmp_path, "figure", project, ALGORITHMS=label.split("-")[0], SETTINGS=setting,
                               **environment)
         runs.append((cell.title, cell.main_ppo_args))
     assert len(runs) == 6
@@ -369,7 +369,7 @@ def test_a_world_size_that_stops_dividing_fails_the_dry_run_naming_the_key(tmp_p
     responses evenly; 8 nodes (W = 64, 18 per rank) can."""
     results = {}
     for nodes in ("5", "8"):
-        cell, = planned_cells(tmp_path, "figure", "guru-figure12", NNODES=nodes, ALGORITHMS="rec_gspo_is@0.0006_0.0008")
+        cell, = planned_runs(tmp_path, "figure", "guru-figure12", NNODES=nodes, ALGORITHMS="rec_gspo_is@0.0006_0.0008")
         results[nodes] = preflight.preflight(cell.title, cell.main_ppo_args)
     assert results["8"].ok, results["8"].error
     assert not results["5"].ok

@@ -6,7 +6,7 @@ Four runs have world size 2 on a local cluster of two Ray nodes (``trainer.nnode
 node, two agent-loop workers over which verl splits each batch, sharded checkpoints (one file per rank).
 The CPU rollout keeps vLLM's contract (``free_cache_engine=True``: sleep discards the weights, generating
 before the next push raises) and logs every weight event of every replica with a checksum of the weights it
-holds (:mod:`verl_ext.cpu.rollout_events`). They share the cluster (:class:`CPURaySession`) with two short
+holds (:mod:`verl_ext.rollout_events`). They share the cluster (:class:`CPURaySession`) with two short
 runs at world size 1 (below): (3, 1) over 7 steps; the same with ``overlap=true`` (a resident engine generating in the background: the
 rollout servers and the trainer's actors are separate processes, so the overlap is real) and checkpoints; a
 resume from the overlap run's mid-interval checkpoint; and offline with off-policy GRPO and zero-variance
@@ -20,7 +20,7 @@ session (``*_ws1``, one step each). Every run takes two epochs over its batch (`
 step 1's loss and clip fraction are not trivially those of pi_theta = pi_old.
 
 At every push, every replica must hold the same weights as every other (version, checksum of what arrived,
-checksum of what it holds: :func:`verl_ext.cpu.rollout_events.push_rounds`), and those are the actor's: the
+checksum of what it holds: :func:`verl_ext.rollout_events.push_rounds`), and those are the actor's: the
 initial model file at version 0, the sharded checkpoint of the trainer ranks at a version a checkpoint holds
 (:mod:`verl_ext.cpu.sharded_checkpoint`).
 
@@ -48,7 +48,7 @@ from tests.staleness.e2e_runs import (
     rollout_dump,
     served_after_each_push,
 )
-from verl_ext.cpu.rollout_events import push_rounds, replica_nodes
+from verl_ext.rollout_events import push_rounds, replica_nodes
 
 pytestmark = pytest.mark.e2e
 
@@ -90,7 +90,8 @@ def background_runs(root):
     """The six runs, in a child process while the rest of the suite runs (tests/background_runs.py)."""
     import time
 
-    from verl_ext.cpu import launch
+    from verl_ext.cpu.ray_session import CPURaySession
+    from verl_ext.runs.run import Run
     from verl_ext.cpu.topology import Topology
     from verl_ext.tiny.assets import build_tiny_assets
 
@@ -98,10 +99,10 @@ def background_runs(root):
     build_tiny_assets(assets)
     dumps = {name: root / "dumps" / name for name in ("uninterrupted", "overlap", "resumed", "offline")}
     started = time.perf_counter()
-    with launch.CPURaySession(root / "runs", assets, topology=Topology(NODES, RANKS // NODES)) as session:
+    with CPURaySession(root / "runs", assets, topology=Topology(NODES, RANKS // NODES)) as session:
         cluster_start = time.perf_counter() - started
         uninterrupted = session.run(
-            launch.CPURun(
+            Run(
                 name="delayed_3_1",
                 steps=STEPS,
                 overrides=(*COMMON, *KNOBS, f"trainer.save_freq={UNINTERRUPTED_SAVE_FREQ}",
@@ -109,7 +110,7 @@ def background_runs(root):
             )
         ).raise_for_error()
         overlap = session.run(
-            launch.CPURun(
+            Run(
                 name="delayed_3_1_overlap",
                 steps=STEPS,
                 overrides=(*COMMON, *KNOBS, *OVERLAP, "trainer.save_freq=3", f"trainer.rollout_data_dir={dumps['overlap']}"),
@@ -117,7 +118,7 @@ def background_runs(root):
         ).raise_for_error()
         checkpoint = overlap.checkpoint_dir / f"global_step_{RESUME_AT}"
         resumed = session.run(
-            launch.CPURun(
+            Run(
                 name="delayed_3_1_overlap_resumed",
                 steps=STEPS,
                 overrides=(
@@ -131,7 +132,7 @@ def background_runs(root):
             )
         ).raise_for_error()
         offline = session.run(
-            launch.CPURun(
+            Run(
                 name="offline",
                 steps=OFFLINE_STEPS,
                 overrides=(*COMMON, *OFFLINE, f"trainer.rollout_data_dir={dumps['offline']}"),
@@ -139,9 +140,9 @@ def background_runs(root):
         ).raise_for_error()
         # the same first steps with one trainer rank (one node of the cluster)
         uninterrupted_ws1 = session.run(
-            launch.CPURun(name="delayed_3_1_ws1", steps=1, overrides=(*COMMON_WS1, *KNOBS))
+            Run(name="delayed_3_1_ws1", steps=1, overrides=(*COMMON_WS1, *KNOBS))
         ).raise_for_error()
-        offline_ws1 = session.run(launch.CPURun(name="offline_ws1", steps=1, overrides=(*COMMON_WS1, *OFFLINE))).raise_for_error()
+        offline_ws1 = session.run(Run(name="offline_ws1", steps=1, overrides=(*COMMON_WS1, *OFFLINE))).raise_for_error()
     print(f"two-node cluster and Ray: {cluster_start:.0f} s")
     results = {"uninterrupted": uninterrupted, "overlap": overlap, "resumed": resumed, "offline": offline,
                "uninterrupted_ws1": uninterrupted_ws1, "offline_ws1": offline_ws1}
@@ -154,7 +155,7 @@ def background_runs(root):
 
 @pytest.fixture(scope="module")
 def runs(request):
-    pytest.importorskip("verl_ext.cpu.launch")
+    pytest.importorskip("verl_ext.cpu.ray_session")
     return request.getfixturevalue("background_results")
 
 

@@ -66,7 +66,8 @@ def loss(run: str) -> str:
 
 def background_runs(root):
     """The three runs, in a child process while the rest of the suite runs."""
-    from verl_ext.cpu import launch
+    from verl_ext.cpu.ray_session import CPURaySession
+    from verl_ext.runs.run import Run
     from verl_ext.cpu.topology import Topology
     from verl_ext.tiny.assets import build_tiny_assets
 
@@ -74,9 +75,9 @@ def background_runs(root):
     build_tiny_assets(assets)
     dumps = {name: root / "dumps" / name for name in ("overlap", "resumed", "offline")}
     topology = Topology(1, TRAINER_RANKS, engine_gpus=ENGINE_GPUS)
-    with launch.CPURaySession(root / "runs", assets, topology=topology) as session:
+    with CPURaySession(root / "runs", assets, topology=topology) as session:
         overlap = session.run(
-            launch.CPURun(
+            Run(
                 name="split_3_1_overlap",
                 steps=STEPS,
                 overrides=(*SPLIT, *TWO_TRAINER_RANKS, *KNOBS, *OVERLAP, loss("overlap"), "trainer.save_freq=3",
@@ -84,7 +85,7 @@ def background_runs(root):
             )
         ).raise_for_error()
         resumed = session.run(
-            launch.CPURun(
+            Run(
                 name="split_3_1_overlap_resumed",
                 steps=STEPS,
                 overrides=(
@@ -97,7 +98,7 @@ def background_runs(root):
             )
         ).raise_for_error()
         offline = session.run(
-            launch.CPURun(
+            Run(
                 name="split_offline",
                 steps=OFFLINE_STEPS,
                 overrides=(*SPLIT, *OFFLINE, loss("offline"), f"trainer.rollout_data_dir={dumps['offline']}"),
@@ -111,25 +112,32 @@ def background_runs(root):
     return {**results, "dumps": dumps, "assets": assets}
 
 
+def topology_of(result):
+    """The run's trainer.nnodes x trainer.n_gpus_per_node (and the engine's pool), from its overrides."""
+    from verl_ext.cpu.topology import Topology
+
+    return Topology.from_overrides(result.run.overrides)
+
+
 @pytest.fixture(scope="module")
 def runs(request):
-    pytest.importorskip("verl_ext.cpu.launch")
+    pytest.importorskip("verl_ext.cpu.ray_session")
     return request.getfixturevalue("background_results")
 
 
 
 def pushes(result) -> list[dict]:
     """The run's pushes to its one engine replica (:func:`push_rounds` checks the replicas the run should have)."""
-    from verl_ext.cpu.rollout_events import push_rounds
+    from verl_ext.rollout_events import push_rounds
 
-    return push_rounds(result.events, result.run.topology.rollout_replicas)
+    return push_rounds(result.events, topology_of(result).rollout_replicas)
 
 
 
 def check_pushes_are_the_only_weight_changes(result) -> None:
     """No generation refused or aborted; a checksum appears only through a push; the engine never sleeps."""
     assert not [event for event in result.events if event["event"] in ("update_aborted", "sleep", "wake_up")]
-    check_checksums_change_only_at_pushes(result, result.run.topology.rollout_replicas)
+    check_checksums_change_only_at_pushes(result, topology_of(result).rollout_replicas)
 
 
 
@@ -161,7 +169,7 @@ def test_lags_and_versions_are_the_schedules(runs):
 def test_two_trainer_ranks_and_one_engine_replica(runs):
     """2 + 1: the actor is sharded over two ranks (one checkpoint file each) and the rollout is one standalone
     replica -- the trainer's workers hold none (a colocated one per rank would log events of replicas 0 and 1)."""
-    from verl_ext.cpu.rollout_events import replica_nodes
+    from verl_ext.rollout_events import replica_nodes
     from verl_ext.cpu.sharded_checkpoint import checkpoint_world_size
 
     for name in ("overlap", "resumed"):
@@ -281,6 +289,6 @@ def test_verls_loss_trained_on_the_behaviour_policys_log_probs(runs, run):
     stale = [step for step in kl if lags[step] > 0]
     assert stale and max(abs(kl[step]) for step in stale) > 1e-3
     assert all(abs(kl[step]) < 1e-3 for step in kl if lags[step] == 0)
-    if result.run.topology.world_size == 1:
+    if topology_of(result).world_size == 1:
         for step in kl:
             assert kl[step] == pytest.approx(gap[step], rel=1e-3, abs=1e-5), step

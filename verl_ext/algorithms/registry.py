@@ -8,7 +8,7 @@ there (``git grep '"rec_ring_nois"'`` finds one line):
 
 This module collects them into :data:`POLICY_LOSSES` and :data:`ESTIMATORS`, the one table the rest of verl-ext
 reads: the verl glue (:mod:`verl_ext.algorithms.verl_glue`), ``verl-ext list``, the docs' algorithm table, the
-lab and the presets (:mod:`verl_ext.experiments.algorithms`). Pick an algorithm by its name:
+lab and the presets (:mod:`verl_ext.algorithms.presets`). Pick an algorithm by its name:
 
     algorithm.adv_estimator=<estimator>   actor_rollout_ref.actor.policy_loss.loss_mode=<loss>
 

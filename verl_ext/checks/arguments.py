@@ -4,6 +4,8 @@ line is parsed, before any work starts, with a message naming what was expected.
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Optional, Sequence
 
 
 def _number(text: str, kind: type, expected: str):
@@ -35,3 +37,13 @@ def positive_float(text: str) -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
     return value
+
+
+def split_at_double_dash(argv: Optional[Sequence[str]] = None) -> tuple[list[str], list[str]]:
+    """A command line (default: this process's) -> (the command's own options, what follows the first ``--``: Hydra
+    overrides, another command)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in argv:
+        return argv, []
+    split = argv.index("--")
+    return argv[:split], argv[split + 1 :]

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from verl_ext.checks.arguments import split_at_double_dash
 from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology
 
 MARKER_ENV = "VERL_EXT_LOCAL_CLUSTER"
@@ -300,10 +301,7 @@ def _raise_keyboard_interrupt(signum, frame):  # SIGTERM of the CLI: leave throu
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    command: list[str] = []
-    if "--" in argv:
-        command, argv = argv[argv.index("--") + 1 :], argv[: argv.index("--")]
+    argv, command = split_at_double_dash(argv)
     parser = argparse.ArgumentParser(
         prog="python -m verl_ext.cpu.local_cluster [options] -- command ...",
         description="Run a command inside a Ray cluster of several nodes on this machine (stopped afterwards).",

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
+from verl_ext.checks.arguments import split_at_double_dash
 from verl_ext.cpu.topology import (
     MINI_BATCH_SIZE,
     ROLLOUT_N,
@@ -33,16 +34,13 @@ from verl_ext.cpu.topology import (
     ray_init_overrides,
 )
 from verl_ext.seeding import SEEDED_AGENT_LOOP
+from verl_ext.tiny.assets import OFFLINE_RUN_ENVIRONMENT, TASK_OVERRIDE_REASONS
 
 # Why each environment variable is set.
 ENVIRONMENT_REASONS = {
     "VERL_PLATFORM": ("cpu", "select verl_ext's cpu platform (never auto-detected)"),
     "VERL_ENGINE_DEVICE": ("cuda", "pick verl's FSDP engine classes, registered for cuda/npu only; they run on CPU tensors"),
-    "HF_HUB_OFFLINE": ("1", "no downloads: the tiny assets are local"),
-    "TRANSFORMERS_OFFLINE": ("1", "no downloads: the tiny assets are local"),
-    "WANDB_MODE": ("disabled", "no experiment-tracking service"),
-    "TOKENIZERS_PARALLELISM": ("false", "two cores: no tokenizer thread pool"),
-    "RAY_DEDUP_LOGS": ("0", "show each worker's log line (there are only a few workers)"),
+    **OFFLINE_RUN_ENVIRONMENT,
 }
 
 # Why each override is there (key -> reason); values are filled in by cpu_overrides().
@@ -77,17 +75,11 @@ OVERRIDE_REASONS = {
     "batch over them)",
     "actor_rollout_ref.rollout.agent.default_agent_loop": "each request its own sampling seed: a run is a function of its seeds",
     "actor_rollout_ref.rollout.calculate_log_probs": "the rollout returns per-token log-probs (pi_old in bypass mode)",
-    "reward.num_workers": "one reward-loop worker process",
     "reward.custom_reward_function.path": "the counting task's reward",
     "reward.custom_reward_function.name": "the counting task's reward",
-    "transfer_queue.backend.SimpleStorage.num_data_storage_units": "one TransferQueue storage actor",
     "data.train_files": "the counting task",
     "data.val_files": "the counting task",
-    "data.train_batch_size": "prompts per step",
-    "data.max_prompt_length": "tiny prompts",
-    "data.max_response_length": "tiny responses",
-    "data.dataloader_num_workers": "load data in the trainer process",
-    "trainer.logger": "console progress and a JSONL file of every step's metrics (VERL_FILE_LOGGER_PATH)",
+    **TASK_OVERRIDE_REASONS,
 }
 
 DEFAULTS = {
@@ -215,10 +207,7 @@ def shell_profile(assets_dir: str | Path, user_overrides: Sequence[str] = ()) ->
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    user: list[str] = []
-    if "--" in argv:
-        user, argv = argv[argv.index("--") + 1 :], argv[: argv.index("--")]
+    argv, user = split_at_double_dash(argv)
     parser = argparse.ArgumentParser(
         prog="python -m verl_ext.cpu.profile [options] [-- the run's overrides]", description=__doc__.split("\n\n")[0]
     )

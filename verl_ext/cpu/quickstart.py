@@ -6,10 +6,16 @@ Overrides after ``--`` are Hydra overrides of the run, the topology included, as
 ``-- trainer.n_gpus_per_node=2`` trains with two FSDP2 ranks and two rollout replicas, ``-- trainer.nnodes=2``
 on a local cluster of two Ray nodes (:mod:`verl_ext.cpu.local_cluster`, started and stopped by the run).
 
+``--algorithm`` picks an algorithm preset (:mod:`verl_ext.algorithms.presets`, ``verl-ext list``; the same names
+as ``verl-ext lab`` and the run scripts, ``NAME@EPS_LOW_EPS_HIGH`` for another clipping range); the run is named
+for it (:func:`verl_ext.runs.names.run_name`) and trains in verl's own ``sync`` mode unless the overrides say
+otherwise.
+
 It builds the tiny assets if they are missing (:mod:`verl_ext.tiny.assets`), prints the exact
-``python -m verl.trainer.main_ppo`` command, runs it with verl's output streamed, and ends with a summary:
-reward at the start and the end, steps per second, start-up time and peak memory
-(:mod:`verl_ext.cpu.run_monitor`). The summary is also written to ``<out>/summary.json``.
+``python -m verl.trainer.main_ppo`` command, runs it through the one launcher (:func:`verl_ext.runs.launch.launch`
+on the CPU backend) with verl's output streamed, and ends with a summary: reward at the start and the end, steps
+per second, start-up time and peak memory (:mod:`verl_ext.runs.monitor`). The summary is also written to
+``<out>/summary.json``.
 """
 
 from __future__ import annotations
@@ -22,10 +28,14 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from verl_ext import metric_names
-from verl_ext.cpu.launch import CPURun, CPURunResult, main_ppo_command, run_main_ppo
+from verl_ext.algorithms.presets import algorithm_argument
+from verl_ext.checks.arguments import split_at_double_dash
 from verl_ext.cpu.run_metrics import summarize, training_steps
+from verl_ext.cpu.topology import Topology
+from verl_ext.runs.launch import RunResult
 
 DEFAULT_STEPS = 60
+DEFAULT_ALGORITHM = "rec_oneside_nois"
 REWARD = metric_names.SCORE_MEAN
 
 
@@ -79,40 +89,39 @@ def format_summary(summary: dict) -> str:
 
 def run_quickstart(
     steps: int = DEFAULT_STEPS,
-    estimator: str = "rec",
-    loss: str = "rec_oneside_nois",
+    algorithm: str = DEFAULT_ALGORITHM,
     out: Optional[Path] = None,
     assets: Optional[Path] = None,
     echo: bool = True,
     extra_overrides: Sequence[str] = (),
-) -> tuple[CPURunResult, Optional[dict]]:
+) -> tuple[RunResult, Optional[dict]]:
     """Build the assets if needed, run ``main_ppo`` in a child process, summarise it (None if it failed)."""
+    from verl_ext.algorithms.presets import parse_algorithm
+    from verl_ext.cpu.backend import CPUBackend
+    from verl_ext.runs import main_ppo
+    from verl_ext.runs.launch import Outputs, launch, main_ppo_arguments
+    from verl_ext.runs.names import run_name
+    from verl_ext.runs.run import Run
     from verl_ext.tiny.assets import build_tiny_assets, default_assets_dir
 
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    choice = parse_algorithm(algorithm)
     assets = Path(assets or default_assets_dir()).resolve()
     out = Path(out or default_output_dir()).resolve()
     print(f"[verl-ext] tiny assets: {assets} (built if missing)", flush=True)
     build_tiny_assets(assets)
-    run = CPURun(
-        name=f"{estimator}-{loss}",
-        steps=steps,
-        overrides=(
-            f"algorithm.adv_estimator={estimator}",
-            f"actor_rollout_ref.actor.policy_loss.loss_mode={loss}",
-            *extra_overrides,
-        ),
-    )
-    command = main_ppo_command(run, out, assets)
+    run = Run.from_preset(run_name(choice), choice, overrides=extra_overrides, steps=steps)
+    backend, outputs = CPUBackend(assets), Outputs(out)
+    command = main_ppo.command(main_ppo_arguments(run, backend, outputs))
     print("[verl-ext] running verl's trainer:\n  " + shlex.join(command), flush=True)
-    result = run_main_ppo(run, out, assets, echo=echo)
+    result = launch(run, backend, outputs, echo=echo)
     if not result.ok:
         return result, None
     measurements = result.measurements
-    topology = run.topology
+    topology = Topology.from_overrides(run.overrides)
     summary = {
-        "algorithm": f"algorithm.adv_estimator={estimator}, loss_mode={loss}",
+        "algorithm": f"{choice.label} (algorithm.adv_estimator={choice.estimator}, loss_mode={choice.loss_mode})",
         "nnodes": topology.nnodes,
         "n_gpus_per_node": topology.n_gpus_per_node,
         "world_size": topology.world_size,
@@ -133,14 +142,12 @@ def run_quickstart(
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    extra: list[str] = []
-    if "--" in argv:
-        extra, argv = argv[argv.index("--") + 1 :], argv[: argv.index("--")]
+    argv, extra = split_at_double_dash(argv)
     parser = argparse.ArgumentParser(prog="python -m verl_ext.cpu.quickstart", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"training steps (default {DEFAULT_STEPS})")
-    parser.add_argument("--estimator", default="rec", help="algorithm.adv_estimator (default rec)")
-    parser.add_argument("--loss", default="rec_oneside_nois", help="policy_loss.loss_mode (default rec_oneside_nois)")
+    parser.add_argument("--algorithm", type=algorithm_argument, default=DEFAULT_ALGORITHM,
+                        help=f"an algorithm preset of verl-ext list, NAME@EPS_LOW_EPS_HIGH for another clipping range "
+                             f"(default {DEFAULT_ALGORITHM})")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default <repo>/outputs/cpu_quickstart)")
     parser.add_argument("--assets", type=Path, default=None, help="tiny assets folder (default <repo>/assets/tiny)")
     parser.add_argument("--quiet", action="store_true", help="do not stream verl's output (it is in the log)")
@@ -152,7 +159,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         result, summary = run_quickstart(
-            args.steps, args.estimator, args.loss, args.out, args.assets, echo=not args.quiet, extra_overrides=extra
+            args.steps, args.algorithm, args.out, args.assets, echo=not args.quiet, extra_overrides=extra
         )
     except ConfigError as error:  # a topology or batch size the CPU profile cannot size: nothing was started
         print(f"[verl-ext] {error}", file=sys.stderr)

@@ -15,7 +15,7 @@ same rules, so trainer code that would be wrong with vLLM is wrong here too:
   are not usable either;
 - it reports which weights it holds: ``weight_state()`` returns the version (the trainer step of the
   last push) and a checksum (:mod:`verl_ext.cpu.weight_checksum`); every change is appended to the event
-  log (:mod:`verl_ext.cpu.rollout_events`), and each response carries ``extra_fields["global_steps"]``
+  log (:mod:`verl_ext.rollout_events`), and each response carries ``extra_fields["global_steps"]``
   (read by verl's staleness metrics) and ``extra_fields["weight_checksum"]``.
 
 Server options come from ``actor_rollout_ref.rollout.engine_kwargs.cpu``: ``event_log`` (path of the JSONL
@@ -51,7 +51,7 @@ from verl_ext.cpu.generation import (
     sampling_key,
     sampling_request_from_params,
 )
-from verl_ext.cpu.rollout_events import RolloutEventLog
+from verl_ext.rollout_events import RolloutEventLog
 from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest, weight_checksum
 from verl_ext.seeding import derive_seed
 

@@ -9,7 +9,7 @@ uninterrupted one, world size 2 and world size 1 -- :func:`compare_runs` lists e
   and the names in ``ignore`` (a name, or a prefix ending in ``/``): numbers within the tolerance, anything
   else equal; a metric or a step logged by one run only is a difference;
 - the checksum of the weights each pushed version carried to the rollout (the CPU rollout's
-  ``update_weights`` events, :mod:`verl_ext.cpu.rollout_events`): equal for every version both runs
+  ``update_weights`` events, :mod:`verl_ext.rollout_events`): equal for every version both runs
   pushed (or those in ``versions``); a version one run pushed and the other did not is a difference only
   when ``versions`` names it.
 
@@ -168,7 +168,7 @@ def compare_runs(
 
 
 def compare_results(a: Any, b: Any, **options: Any) -> RunComparison:
-    """:func:`compare_runs` of two :class:`verl_ext.cpu.launch.CPURunResult` (their steps and pushes)."""
+    """:func:`compare_runs` of two :class:`verl_ext.runs.launch.RunResult` (their steps and pushes)."""
     return compare_runs(a.steps, b.steps, weight_pushes(a.events), weight_pushes(b.events), **options)
 
 

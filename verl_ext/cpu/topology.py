@@ -305,7 +305,7 @@ def check_cpu_topology(config: Any) -> None:
             f"1 on a CPU run whose Ray starts in the driver ({RAY_ADDRESS}={address})",
             f"verl would pack all {topology.nnodes} 'nodes' onto the one Ray node ray.init() starts. Run it in a "
             f"local cluster of {topology.nnodes} Ray nodes: python -m verl_ext.cpu.quickstart and "
-            "verl_ext.cpu.launch start one themselves; for any other command, "
+            "verl_ext's launcher (verl_ext.runs.launch) start one themselves; for any other command, "
             f"python -m verl_ext.cpu.local_cluster --nodes {topology.nnodes} --gpus-per-node {topology.n_gpus_per_node} "
             "-- <command> (it sets " + RAY_ADDRESS_ENV + ", which the CPU profile's " + RAY_ADDRESS + " reads).",
         )

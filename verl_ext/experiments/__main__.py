@@ -14,15 +14,21 @@ with ``[verl-ext] error: ...``; too few GPUs exits 1 with what to do instead.
 
 from __future__ import annotations
 
+import math
+import re
 import shlex
 import sys
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, NamedTuple, Optional, Sequence
 
-from verl_ext.experiments import algorithms, figures, profiles
-from verl_ext.experiments.cells import Cell, Grid, build_cells, parse_learning_rates
+from verl_ext.algorithms import presets as algorithms
+from verl_ext.experiments import figures, profiles
 from verl_ext.experiments.environment import RunEnvironment, read_environment, unwritable_folder
-from verl_ext.experiments.launch import LaunchStop, Tools, launch, note
+from verl_ext.experiments.modes import LaunchStop, Tools, launch_runs, note
+from verl_ext.experiments.profiles import Profile
+from verl_ext.experiments.script_runs import script_runs
+from verl_ext.runs.grid import Grid, points
 from verl_ext.runs.names import check_name
+from verl_ext.runs.run import Run
 from verl_ext.staleness import setting as settings
 
 RUN_USAGE = "usage: run PROFILE ALGORITHM[@EPS_LOW_EPS_HIGH] [SETTING] [hydra overrides...]"
@@ -34,6 +40,35 @@ FIGURE_ONLY = ("ALGORITHMS", "SETTINGS", "LEARNING_RATES")
 
 class UsageError(ValueError):
     pass
+
+
+class Request(NamedTuple):
+    """What a command asks for: a grid (named by its project) on a profile, how its runs are named, how the user
+    started it (for advice)."""
+
+    grid: Grid
+    profile: Profile
+    entry: str
+    name_prefix: Optional[str] = None  # EXPERIMENT_NAME of a grid: <prefix>-<run name>
+    name: Optional[str] = None  # EXPERIMENT_NAME of a single run: its whole name
+
+
+def parse_learning_rates(text: str, what: str = "LEARNING_RATES") -> list[float]:
+    """``"2e-6,5e-6"`` (commas or spaces) -> floats; ValueError naming ``what`` on a value that is not a number > 0."""
+    rates = []
+    for part in (part for part in re.split(r"[,\s]+", text) if part):
+        try:
+            rate = float(part)
+        except ValueError:
+            rate = float("nan")
+        if not (math.isfinite(rate) and rate > 0):
+            raise ValueError(f"{what}: learning rate {part!r} is not a number > 0")
+        if rate in rates:
+            raise ValueError(f"{what}: learning rate {part!r} given twice")
+        rates.append(rate)
+    if not rates:
+        raise ValueError(f"{what}: no learning rate given")
+    return rates
 
 
 def check_overrides(arguments: Sequence[str]) -> list[str]:
@@ -73,7 +108,7 @@ def _ignored_variables(environment: RunEnvironment, command: str) -> None:
             note(f"{name} restricts a figure script's grid; {command} ignores it (give the grid as arguments)")
 
 
-def run_grid(arguments: Sequence[str], environment: RunEnvironment) -> tuple[Grid, str]:
+def run_grid(arguments: Sequence[str], environment: RunEnvironment) -> Request:
     if len(arguments) < 2 or arguments[0].startswith("-") or arguments[1].startswith("-"):
         raise UsageError(RUN_USAGE)
     profile_name, algorithm, rest = arguments[0], arguments[1], list(arguments[2:])
@@ -82,15 +117,12 @@ def run_grid(arguments: Sequence[str], environment: RunEnvironment) -> tuple[Gri
     profile = profiles.profile_named(profile_name)
     _ignored_variables(environment, "run")
     grid = Grid(
-        project=environment.project_name or f"verl-ext-{profile.name}",
-        profile=profile,
-        algorithms=[algorithms.parse_algorithm(algorithm)],
-        settings=[settings.parse_setting(setting)],
+        environment.project_name or f"verl-ext-{profile.name}",
+        points([algorithms.parse_algorithm(algorithm)], [settings.parse_setting(setting)]),
         overrides=overrides,
         zero_variance_masking=bool(environment.zero_variance_masking),
-        name=environment.experiment_name,
     )
-    return grid, _entry("verl-ext run", arguments)
+    return Request(grid, profile, _entry("verl-ext run", arguments), name=environment.experiment_name)
 
 
 def parse_sweep_options(arguments: Sequence[str]) -> tuple[str, dict[str, str], list[str]]:
@@ -118,7 +150,7 @@ def parse_sweep_options(arguments: Sequence[str]) -> tuple[str, dict[str, str], 
     return profile, options, check_overrides(extra)
 
 
-def sweep_grid(arguments: Sequence[str], environment: RunEnvironment) -> tuple[Grid, str]:
+def sweep_grid(arguments: Sequence[str], environment: RunEnvironment) -> Request:
     profile_name, options, overrides = parse_sweep_options(arguments)
     profile = profiles.profile_named(profile_name)
     _ignored_variables(environment, "sweep")
@@ -126,16 +158,14 @@ def sweep_grid(arguments: Sequence[str], environment: RunEnvironment) -> tuple[G
     if "--project" in options:
         check_name(options["--project"], "--project")
     grid = Grid(
-        project=options.get("--project") or environment.project_name or f"verl-ext-{profile.name}",
-        profile=profile,
-        algorithms=algorithms.parse_algorithms(options["--algorithms"]),
-        settings=settings.parse_settings(options.get("--settings", "on_policy")),
+        options.get("--project") or environment.project_name or f"verl-ext-{profile.name}",
+        points(algorithms.parse_algorithms(options["--algorithms"]),
+               settings.parse_settings(options.get("--settings", "on_policy")), settings_outer=False),
         learning_rates=parse_learning_rates(rates, "--learning-rates") if rates else (),
         overrides=overrides,
         zero_variance_masking=bool(environment.zero_variance_masking),
-        name_prefix=environment.experiment_name,
     )
-    return grid, _entry("verl-ext sweep", arguments)
+    return Request(grid, profile, _entry("verl-ext sweep", arguments), name_prefix=environment.experiment_name)
 
 
 def _from_variable(name: str, parse, text: str):
@@ -145,26 +175,27 @@ def _from_variable(name: str, parse, text: str):
         raise ValueError(f"{name}={text!r}: {error}") from None
 
 
-def figure_grid(arguments: Sequence[str], environment: RunEnvironment) -> tuple[Grid, str]:
+def figure_grid(arguments: Sequence[str], environment: RunEnvironment) -> Request:
     if not arguments or arguments[0].startswith("-"):
         raise UsageError(f"usage: figure PROJECT [hydra overrides...]; PROJECT is one of {', '.join(figures.FIGURES)}")
     figure = figures.figure_named(arguments[0])
     overrides = check_overrides(arguments[1:])
     masking = environment.zero_variance_masking
     grid = Grid(
-        project=environment.project_name or figure.project,
-        profile=profiles.profile_named(figure.profile),
-        algorithms=(_from_variable("ALGORITHMS", algorithms.parse_algorithms, environment.algorithms)
-                    if environment.algorithms else algorithms.parse_algorithms(" ".join(figure.algorithms))),
-        settings=(_from_variable("SETTINGS", settings.parse_settings, environment.settings)
-                  if environment.settings else settings.parse_settings(" ".join(figure.settings))),
+        environment.project_name or figure.project,
+        points(_from_variable("ALGORITHMS", algorithms.parse_algorithms, environment.algorithms)
+               if environment.algorithms else algorithms.parse_algorithms(" ".join(figure.algorithms)),
+               _from_variable("SETTINGS", settings.parse_settings, environment.settings)
+               if environment.settings else settings.parse_settings(" ".join(figure.settings)),
+               settings_outer=False),
         learning_rates=(parse_learning_rates(environment.learning_rates) if environment.learning_rates
                         else figure.learning_rates),
-        overrides=[*figure.overrides, *overrides],
+        overrides=(*figure.overrides, *overrides),
         zero_variance_masking=figure.zero_variance_masking if masking is None else masking,
-        name_prefix=environment.experiment_name,
+        about=figure.paper,
     )
-    return grid, _entry(f"bash {figure.script}", arguments[1:])
+    return Request(grid, profiles.profile_named(figure.profile), _entry(f"bash {figure.script}", arguments[1:]),
+                   name_prefix=environment.experiment_name)
 
 
 def list_names() -> str:
@@ -189,8 +220,8 @@ def list_names() -> str:
 COMMANDS = {"run": run_grid, "sweep": sweep_grid, "figure": figure_grid}
 
 
-def plan(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> tuple[list[Cell], RunEnvironment, str]:
-    """``run|sweep|figure ARGS`` in ``environ`` -> (its cells, the environment, how the user started it).
+def plan(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> tuple[list[Run], RunEnvironment, str]:
+    """``run|sweep|figure ARGS`` in ``environ`` -> (its runs, the environment, how the user started it).
 
     Checks every argument and variable, before anything imports torch or verl; ValueError (UsageError) on a bad
     one. Starts nothing; in the modes that write, one probe file shows that ``OUTPUT_DIR`` is writable.
@@ -198,15 +229,15 @@ def plan(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> tu
     if not argv or argv[0] not in COMMANDS:
         raise UsageError(f"unknown command {argv[0] if argv else ''!r}; allowed: {', '.join([*COMMANDS, 'list'])}")
     environment = read_environment(environ)
-    grid, entry = COMMANDS[argv[0]](argv[1:], environment)
+    request = COMMANDS[argv[0]](argv[1:], environment)
     if not environment.dry_run:
         problem = unwritable_folder(environment.outputs)
         if problem:
             raise UsageError(f"OUTPUT_DIR={str(environment.output_dir)!r}: {problem}; the metrics and checkpoints go there")
-    cells = build_cells(grid, environment)
-    if len(cells) > 1 or argv[0] != "run":
-        note(f"{grid.project}: {len(cells)} run(s) of profile {grid.profile.name}")
-    return cells, environment, entry
+    runs = script_runs(request.grid, request.profile, environment, request.name_prefix, request.name)
+    if len(runs) > 1 or argv[0] != "run":
+        note(f"{request.grid.name}: {len(runs)} run(s) of profile {request.profile.name}")
+    return runs, environment, request.entry
 
 
 def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None,
@@ -219,8 +250,8 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         print(list_names())
         return 0
     try:
-        cells, environment, entry = plan(argv, environ)
-        return launch(cells, environment, entry, tools)
+        runs, environment, entry = plan(argv, environ)
+        return launch_runs(runs, environment, entry, tools)
     except LaunchStop as stop:
         print(stop, file=sys.stderr, flush=True)
         return stop.status

@@ -31,15 +31,13 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from verl_ext.tiny.assets import OFFLINE_RUN_ENVIRONMENT, TASK_OVERRIDE_REASONS
+
 __all__ = ["gpu_environment", "gpu_overrides", "gpu_smoke_overrides", "shell_profile"]
 
 # Why each environment variable is set (the GPU kit's env.sh sets the same ones).
 ENVIRONMENT_REASONS = {
-    "HF_HUB_OFFLINE": ("1", "no downloads: the tiny assets are local (the GPU node has no network)"),
-    "TRANSFORMERS_OFFLINE": ("1", "no downloads: the tiny assets are local"),
-    "WANDB_MODE": ("disabled", "no experiment-tracking service (the kit carries no wandb)"),
-    "TOKENIZERS_PARALLELISM": ("false", "no tokenizer thread pool in every Ray worker"),
-    "RAY_DEDUP_LOGS": ("0", "show each worker's log line (there are only a few workers)"),
+    **OFFLINE_RUN_ENVIRONMENT,
     "PYTHONUNBUFFERED": ("1", "stream the workers' output as it happens"),
 }
 
@@ -75,13 +73,7 @@ RUN_OVERRIDE_REASONS = {
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "whole batch in one forward pass",
     "actor_rollout_ref.rollout.agent.num_workers": "one agent-loop worker process (each one imports verl: start-up)",
     "actor_rollout_ref.rollout.calculate_log_probs": "vLLM returns per-token log-probs (pi_old in bypass mode)",
-    "reward.num_workers": "one reward-loop worker process",
-    "transfer_queue.backend.SimpleStorage.num_data_storage_units": "one TransferQueue storage actor",
-    "data.train_batch_size": "prompts per step",
-    "data.max_prompt_length": "tiny prompts",
-    "data.max_response_length": "tiny responses",
-    "data.dataloader_num_workers": "load data in the trainer process",
-    "trainer.logger": "console progress and a JSONL file of every step's metrics (VERL_FILE_LOGGER_PATH)",
+    **TASK_OVERRIDE_REASONS,
 }
 
 DEFAULTS = {

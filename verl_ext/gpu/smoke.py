@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from verl_ext import metric_names
-from verl_ext.checks.arguments import non_negative_int, positive_int
+from verl_ext.algorithms.presets import algorithm_argument
+from verl_ext.checks.arguments import non_negative_int, positive_int, split_at_double_dash
 from verl_ext.gpu.smoke_checks import BF16_LAG0_TOLERANCE, FLOAT32_LAG0_TOLERANCE, format_smoke, summarize_smoke
 
 DEFAULT_STEPS = 10
 DEFAULT_SYNC_INTERVAL, DEFAULT_SYNC_OFFSET = 3, 1
-DEFAULT_LOSS = "rec_oneside_nois"
+DEFAULT_ALGORITHM = "rec_oneside_nois"
 TIMEOUT_SECONDS = 30 * 60
 
 
@@ -36,20 +37,16 @@ def default_output_dir(backend: str) -> Path:
     return default_assets_dir().parents[1] / "outputs" / f"{backend}_smoke"
 
 
-def smoke_run(steps: int, sync_interval: int, sync_offset: int, loss: str, extra: Sequence[str] = ()):
-    from verl_ext.cpu.launch import CPURun
+def smoke_run(steps: int, sync_interval: int, sync_offset: int, algorithm: str, extra: Sequence[str] = ()):
+    """The smoke's run: the algorithm preset under delayed_sync (m, n), named in the one format
+    (``rec_oneside_nois-sync_interval_3_offset_1``)."""
+    from verl_ext.algorithms.presets import parse_algorithm
+    from verl_ext.runs.names import run_name
+    from verl_ext.runs.run import Run
     from verl_ext.staleness.setting import Setting
 
-    return CPURun(
-        name=f"delayed_sync_{sync_interval}_{sync_offset}-{loss}",
-        steps=steps,
-        overrides=(
-            "algorithm.adv_estimator=rec",
-            f"actor_rollout_ref.actor.policy_loss.loss_mode={loss}",
-            *Setting(sync_interval, sync_offset).overrides(),  # the one spelling of (m, n) as overrides
-            *extra,
-        ),
-    )
+    choice, setting = parse_algorithm(algorithm), Setting(sync_interval, sync_offset)
+    return Run.from_preset(run_name(choice, setting), choice, setting, overrides=extra, steps=steps)
 
 
 def read_logged_steps(path: Path, figures: dict[str, str]) -> list[dict]:
@@ -65,6 +62,8 @@ def read_logged_steps(path: Path, figures: dict[str, str]) -> list[dict]:
 
 def run_smoke(args, extra: Sequence[str]) -> tuple[Optional[dict], Optional[str], dict[str, str]]:
     """Build the assets, run, and return (the run's logged steps, an error, figures for the summary)."""
+    from verl_ext.runs import main_ppo
+    from verl_ext.runs.launch import Outputs, launch, main_ppo_arguments
     from verl_ext.tiny.assets import build_tiny_assets, default_assets_dir
 
     size = "gpu" if args.backend == "gpu" else "cpu"
@@ -72,23 +71,24 @@ def run_smoke(args, extra: Sequence[str]) -> tuple[Optional[dict], Optional[str]
     out = Path(args.out or default_output_dir(args.backend)).resolve()
     print(f"[verl-ext] tiny {size} assets: {assets} (built if missing)", flush=True)
     build_tiny_assets(assets, size=size)
-    run = smoke_run(args.steps, args.sync_interval, args.sync_offset, args.loss, extra)
+    run = smoke_run(args.steps, args.sync_interval, args.sync_offset, args.algorithm, extra)
     figures: dict[str, str] = {}
     if args.backend == "gpu":
+        from verl_ext.gpu.backend import GPU_PROJECT, GPUBackend
         from verl_ext.gpu.device import describe_device, format_device
-        from verl_ext.gpu.launch import gpu_main_ppo_command, run_gpu_main_ppo
 
         figures["device"] = format_device(describe_device())
-        print("[verl-ext] running verl's trainer:\n  " + shlex.join(gpu_main_ppo_command(run, out, assets)), flush=True)
-        result = run_gpu_main_ppo(run, out, assets, echo=not args.quiet, timeout=TIMEOUT_SECONDS)
-        if getattr(result, "peak_gpu_mib", None):
-            figures["peak GPU memory"] = f"{result.peak_gpu_mib / 1024:.1f} GiB (all processes, nvidia-smi)"
+        backend, outputs = GPUBackend(assets), Outputs(out, project=GPU_PROJECT)
     else:
-        from verl_ext.cpu.launch import main_ppo_command, run_main_ppo
+        from verl_ext.cpu.backend import CPUBackend
 
         figures["device"] = "CPU backend (verl_ext.cpu: transformers rollout, float32)"
-        print("[verl-ext] running verl's trainer:\n  " + shlex.join(main_ppo_command(run, out, assets)), flush=True)
-        result = run_main_ppo(run, out, assets, echo=not args.quiet, timeout=TIMEOUT_SECONDS)
+        backend, outputs = CPUBackend(assets), Outputs(out)
+    command = main_ppo.command(main_ppo_arguments(run, backend, outputs))
+    print("[verl-ext] running verl's trainer:\n  " + shlex.join(command), flush=True)
+    result = launch(run, backend, outputs, echo=not args.quiet, timeout=TIMEOUT_SECONDS)
+    if result.peak_gpu_mib:
+        figures["peak GPU memory"] = f"{result.peak_gpu_mib / 1024:.1f} GiB (all processes, nvidia-smi)"
     measurements = result.measurements
     steps = read_logged_steps(result.metrics_path, figures) if result.metrics_path.is_file() else []
     first_step = next((record[metric_names.STEP_SECONDS] for record in steps if metric_names.STEP_SECONDS in record), None)
@@ -104,15 +104,14 @@ def run_smoke(args, extra: Sequence[str]) -> tuple[Optional[dict], Optional[str]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    extra: list[str] = []
-    if "--" in argv:
-        extra, argv = argv[argv.index("--") + 1 :], argv[: argv.index("--")]
+    argv, extra = split_at_double_dash(argv)
     parser = argparse.ArgumentParser(prog="verl-ext gpu-smoke", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS, help=f"training steps (default {DEFAULT_STEPS})")
     parser.add_argument("--sync-interval", type=positive_int, default=DEFAULT_SYNC_INTERVAL, help="m (default 3)")
     parser.add_argument("--sync-offset", type=non_negative_int, default=DEFAULT_SYNC_OFFSET, help="n (default 1)")
-    parser.add_argument("--loss", default=DEFAULT_LOSS, help=f"policy_loss.loss_mode (default {DEFAULT_LOSS})")
+    parser.add_argument("--algorithm", type=algorithm_argument, default=DEFAULT_ALGORITHM,
+                        help=f"an algorithm preset of verl-ext list, NAME@EPS_LOW_EPS_HIGH for another clipping range "
+                             f"(default {DEFAULT_ALGORITHM})")
     parser.add_argument("--backend", choices=("gpu", "cpu"), default="gpu",
                         help="gpu: vLLM + FSDP2 on this node's GPU (default); cpu: the CPU backend, float32")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default <repo>/outputs/<backend>_smoke)")
@@ -153,7 +152,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         steps, error, figures = run_smoke(args, extra)
     summary = summarize_smoke(steps, schedule, args.steps, tolerance)
     title = (f"verl-ext {args.backend} smoke: delayed_sync m={args.sync_interval} n={args.sync_offset}, "
-             f"{args.loss}, {args.steps} steps, tiny counting task")
+             f"{args.algorithm}, {args.steps} steps, tiny counting task")
     print(format_smoke(summary, title, figures), flush=True)
     if args.metrics is None:
         out = Path(figures["metrics"]).parents[1]

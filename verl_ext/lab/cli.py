@@ -17,15 +17,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
 
 from verl_ext.checks.arguments import non_negative_int, positive_float, positive_int
-from verl_ext.experiments.algorithms import ALGORITHMS, ALIASES, DEFAULT_EPSILONS, parse_algorithm, parse_algorithms
+from verl_ext.algorithms.presets import ALGORITHMS, ALIASES, DEFAULT_EPSILONS, parse_algorithms
 from verl_ext.staleness.setting import ALIASES as SETTING_ALIASES
 from verl_ext.staleness.setting import FORMS, Setting, parse_settings
-from verl_ext.lab.grids import DEFAULT_GRID, GRIDS, Grid, grid_named
-from verl_ext.lab.plan import DEFAULT_LEARNING_RATE, DEFAULT_STEPS, LabRun, plan_runs
+from verl_ext.lab.grids import DEFAULT_GRID, GRIDS, grid_named
+from verl_ext.lab.plan import DEFAULT_LEARNING_RATE, DEFAULT_STEPS, lab_runs, plan_runs
+from verl_ext.runs.run import Run
 from verl_ext.lab.summary import DEFAULT_TARGET
 from verl_ext.lab.warm_start import INITIAL_MODELS
 
@@ -94,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def resolve_runs(args: argparse.Namespace) -> tuple[str, str, list[LabRun]]:
+def resolve_runs(args: argparse.Namespace) -> tuple[str, str, list[Run]]:
     """(name, title, runs) from the parsed options; ValueError on a bad combination."""
     knobs = args.sync_interval is not None or args.sync_offset is not None or args.offline
     custom = args.algorithms is not None or args.settings is not None or knobs
@@ -107,10 +109,10 @@ def resolve_runs(args: argparse.Namespace) -> tuple[str, str, list[LabRun]]:
         if custom or epsilons_given:
             raise ValueError("--grid fixes the algorithms, settings and clipping ranges: do not combine it with "
                              "--algorithms, --settings, --sync-interval, --sync-offset, --offline or --epsilon-low/high")
-        grid: Grid = grid_named(args.grid or DEFAULT_GRID)
-        seeds = args.seeds or list(range(grid.seeds))
-        runs = grid.runs(seeds, args.steps or grid.steps, args.lr, extra)
-        return grid.name, f"{grid.name}: {grid.finding}", runs
+        grid = grid_named(args.grid or DEFAULT_GRID)
+        chosen = replace(grid, seeds=tuple(args.seeds or grid.seeds), steps=args.steps or grid.steps,
+                         learning_rates=(args.lr,), overrides=extra)
+        return grid.name, f"{grid.name}: {grid.about}", lab_runs(chosen)
     if args.settings is not None and knobs:
         raise ValueError("--settings names the settings: do not combine it with --sync-interval, --sync-offset or --offline")
     if args.offline and (args.sync_interval is not None or args.sync_offset is not None):
@@ -145,10 +147,10 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
         console = Console(width=160)
     if args.list_grids:
         for grid in GRIDS.values():
-            cells = ", ".join(f"{parse_algorithm(cell.algorithm).label}"
-                              f"{'' if cell.learning_rate_factor == 1 else f' (lr x{cell.learning_rate_factor:g})'}"
-                              f" [{cell.setting.label}]" for cell in grid.cells)
-            print(f"{grid.name} ({grid.steps} steps, {grid.seeds} seed(s)): {grid.finding}\n    {cells}")
+            listed = ", ".join(f"{point.algorithm.label}"
+                              f"{'' if point.learning_rate_factor == 1 else f' (lr x{point.learning_rate_factor:g})'}"
+                              f" [{point.setting.label}]" for point in grid.points)
+            print(f"{grid.name} ({grid.steps} steps, {len(grid.seeds)} seed(s)): {grid.about}\n    {listed}")
         return 0
     if not 0 < args.target <= 1:
         parser.error(f"--target must be in (0, 1], got {args.target}")
@@ -158,7 +160,7 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(str(error))
     if args.dry_run:
         for run in runs:
-            print(f"{run.name} ({run.steps} steps): {' '.join(run.overrides())}")
+            print(f"{run.name} ({run.steps} steps): {' '.join(run.overrides)}")
         return 0
 
     from verl_ext.lab.figure import plot_groups

@@ -1,15 +1,17 @@
-"""What the lab runs: one :class:`LabRun` per (algorithm, staleness setting, seed), turned into a CPU run of
-verl's ``main_ppo`` (:class:`verl_ext.cpu.launch.CPURun`) with the recipe config.
+"""What the lab runs: one :class:`~verl_ext.runs.run.Run` per (algorithm, staleness setting, learning rate, seed)
+of a :class:`~verl_ext.runs.grid.Grid` (:func:`lab_run`, :func:`lab_runs`), a run of verl's ``main_ppo`` with the
+recipe config on the CPU backend (:class:`verl_ext.cpu.backend.CPUBackend`).
 
-Overrides of a lab run, in order (a key set later wins), on top of the CPU profile
-(:mod:`verl_ext.cpu.profile`: tiny Qwen2 model, counting task, batch of 8 prompts):
+Overrides of a lab run (a key set later wins), on top of the CPU profile (:mod:`verl_ext.cpu.profile`: tiny Qwen2
+model, counting task, batch of 8 prompts), in the layers of :meth:`verl_ext.runs.run.Run.from_preset`:
 
 - the lab's batch: :data:`PROMPTS_PER_STEP` = 16 prompts x :data:`GROUP_SIZE` = 8 responses (128 per step,
   one optimizer step per batch; steadier curves than the profile's 8 x 4 in short trials, see
   ``docs/lab.md``), with micro-batch sizes that make every forward pass one pass over the
   whole batch, and ``trainer.v1.delayed_sync.measure_mismatch=false`` (the lab does not report that metric;
   it would cost one more actor forward per step);
-- the algorithm preset (:mod:`verl_ext.experiments.algorithms`, the run scripts' presets);
+- the KL to the initial policy, measured, not optimised (below);
+- the algorithm preset (:mod:`verl_ext.algorithms.presets`, the run scripts' presets);
 - the staleness setting (:mod:`verl_ext.staleness.setting`): ``trainer.v1.trainer_mode=delayed_sync`` with
   ``sync_interval``, ``sync_offset``, ``offline`` (``docs/staleness.md``); ``on_policy`` gives the same
   batches as verl's ``sync`` mode;
@@ -19,24 +21,25 @@ Overrides of a lab run, in order (a key set later wins), on top of the CPU profi
   default, RED-Drop's ``algorithm.red_drop_seed``). On the CPU backend a run is then a function of its
   seed: the same seed gives the same numbers (docs/cpu-backend.md, "What a seed fixes"). The initial model
   is the same for every seed (:mod:`verl_ext.lab.warm_start`);
-- the KL to the initial policy, measured, not optimised: verl's KL loss against the reference model (the
-  initial weights) with coefficient 0 (``actor/kl_loss``, low-variance estimator k3, token mean over the
-  batch's responses). It costs one forward pass of the reference model per step;
 - ``extra_overrides``, any Hydra overrides the user adds (they win).
+
+The KL to the initial policy is verl's KL loss against the reference model (the initial weights) with
+coefficient 0 (``actor/kl_loss``, low-variance estimator k3, token mean over the batch's responses). It costs one
+forward pass of the reference model per step.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import replace
+from typing import Iterable, Sequence
 
-from verl_ext.experiments.algorithms import AlgorithmChoice
-from verl_ext.runs.overrides import override_key
+from verl_ext.algorithms.presets import AlgorithmChoice
 from verl_ext.experiments.profiles import KL_TO_INITIAL
-from verl_ext.experiments.run_names import run_name
+from verl_ext.runs.grid import Grid, points
+from verl_ext.runs.names import run_name
+from verl_ext.runs.run import Run
 from verl_ext.staleness.setting import ON_POLICY, Setting
 
-BYPASS_MODE_KEY = "algorithm.rollout_correction.bypass_mode"
 DEFAULT_LEARNING_RATE = 1e-3
 DEFAULT_STEPS = 50
 PROMPTS_PER_STEP = 16
@@ -62,83 +65,54 @@ KL_TO_INITIAL_OVERRIDES = tuple(KL_TO_INITIAL)  # the GPU profiles' measurement,
 NO_MISMATCH_MEASUREMENT = ("trainer.v1.delayed_sync.measure_mismatch=false",)
 
 
-@dataclass(frozen=True)
-class LabRun:
-    algorithm: AlgorithmChoice
-    setting: Setting = ON_POLICY
-    seed: int = 0
-    steps: int = DEFAULT_STEPS
-    learning_rate: float = DEFAULT_LEARNING_RATE
-    extra_overrides: tuple[str, ...] = field(default=())
-    prompts_per_step: int = PROMPTS_PER_STEP
+def lab_run(
+    algorithm: AlgorithmChoice,
+    setting: Setting = ON_POLICY,
+    seed: int = 0,
+    steps: int = DEFAULT_STEPS,
+    learning_rate: float = DEFAULT_LEARNING_RATE,
+    extra_overrides: Iterable[str] = (),
+    prompts_per_step: int = PROMPTS_PER_STEP,
+) -> Run:
+    """One lab run (module docstring), named in the one format (:func:`verl_ext.runs.names.run_name`): algorithm,
+    lr, setting, steps, prompts per step when not the lab's default (``-P8``), seed. Extra overrides are not in
+    the name: :mod:`verl_ext.lab.runner` keys reuse on the full override list."""
+    if prompts_per_step < 1:
+        raise ValueError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if not learning_rate > 0:
+        raise ValueError(f"learning rate must be > 0, got {learning_rate}")
+    prompts = None if prompts_per_step == PROMPTS_PER_STEP else prompts_per_step
+    name = run_name(algorithm, setting, learning_rate, steps=steps, prompts_per_step=prompts, seed=seed)
+    return Run.from_preset(
+        name, algorithm, setting,
+        base=(*batch_overrides(prompts_per_step), *NO_MISMATCH_MEASUREMENT, *KL_TO_INITIAL_OVERRIDES),
+        learning_rate=learning_rate, seed=seed, overrides=extra_overrides, steps=steps,
+    )
 
-    def __post_init__(self):
-        if self.prompts_per_step < 1:
-            raise ValueError(f"prompts_per_step must be >= 1, got {self.prompts_per_step}")
-        if self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning rate must be > 0, got {self.learning_rate}")
 
-    @property
-    def name(self) -> str:
-        """The run name in the one format (:mod:`verl_ext.experiments.run_names`): algorithm, lr, setting,
-        steps, prompts per step when not the lab's default (``-P8``), seed. Extra overrides are not in it:
-        :mod:`verl_ext.lab.runner` keys reuse on the full override list."""
-        prompts = None if self.prompts_per_step == PROMPTS_PER_STEP else self.prompts_per_step
-        return run_name(self.algorithm, self.setting, self.learning_rate, steps=self.steps,
-                        prompts_per_step=prompts, seed=self.seed)
-
-    def overrides(self) -> tuple[str, ...]:
-        return (
-            *batch_overrides(self.prompts_per_step),
-            *self.algorithm.overrides(),
-            *self.setting.overrides(),
-            *NO_MISMATCH_MEASUREMENT,
-            f"actor_rollout_ref.actor.optim.lr={self.learning_rate}",
-            f"data.seed={self.seed}",
-            f"actor_rollout_ref.rollout.seed={self.seed}",
-            f"actor_rollout_ref.actor.data_loader_seed={self.seed}",
-            *KL_TO_INITIAL_OVERRIDES,
-            *self.extra_overrides,
-        )
-
-    @property
-    def pi_old_is_behaviour(self) -> bool:
-        """Whether the run's pi_old is the behaviour policy: the last ``bypass_mode`` of its overrides (the recipe's
-        default, true, when none sets it)."""
-        values = [item.split("=", 1)[1].strip().lower() for item in self.overrides()
-                  if override_key(item) == BYPASS_MODE_KEY]
-        return not values or values[-1] == "true"
-
-    def cpu_run(self):
-        from verl_ext.cpu.launch import CPURun
-
-        return CPURun(name=self.name, overrides=self.overrides(), steps=self.steps)
+def lab_runs(grid: Grid, what: str = "") -> list[Run]:
+    """Every run of ``grid`` (its points x learning rates x seeds), with the grid's steps, prompts per step and
+    overrides (the lab's defaults where it sets none); ValueError when two runs would share a name."""
+    steps = grid.steps or DEFAULT_STEPS
+    prompts = grid.prompts_per_step or PROMPTS_PER_STEP
+    rates, seeds = grid.learning_rates or (DEFAULT_LEARNING_RATE,), grid.seeds or (0,)
+    return replace(grid, learning_rates=rates, seeds=seeds).runs(
+        lambda point, rate, seed: lab_run(point.algorithm, point.setting, seed, steps, rate, grid.overrides, prompts),
+        what or f"grid {grid.name}",
+    )
 
 
 def plan_runs(
-    algorithms: list[AlgorithmChoice],
-    settings: list[Setting],
-    seeds: list[int],
+    algorithms: Sequence[AlgorithmChoice],
+    settings: Sequence[Setting],
+    seeds: Sequence[int],
     steps: int = DEFAULT_STEPS,
     learning_rate: float = DEFAULT_LEARNING_RATE,
-    extra_overrides: tuple[str, ...] = (),
-) -> list[LabRun]:
+    extra_overrides: Iterable[str] = (),
+) -> list[Run]:
     """Every (setting, algorithm, seed), seeds innermost. Two runs with the same name are an error."""
-    runs = [
-        LabRun(algorithm, setting, seed, steps, learning_rate, tuple(extra_overrides))
-        for setting in settings
-        for algorithm in algorithms
-        for seed in seeds
-    ]
-    reject_repeated_names(runs, "the lab")
-    return runs
-
-
-def reject_repeated_names(runs: list[LabRun], what: str) -> None:
-    """Two runs with one name would share a metrics file: ValueError naming them."""
-    counts = Counter(run.name for run in runs)  # linear: a lab of 20,000 seeds is planned in well under a second
-    repeated = sorted(name for name, count in counts.items() if count > 1)
-    if repeated:
-        raise ValueError(f"{what} would run {', '.join(repeated)} twice")
+    grid = Grid("custom", points(algorithms, settings), (learning_rate,), tuple(seeds), steps=steps,
+                overrides=tuple(extra_overrides))
+    return lab_runs(grid, "the lab")

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from verl_ext.lab.plan import LabRun
 from verl_ext.lab.summary import GroupSummary, RunSummary
+from verl_ext.runs.run import Run
 
 JSON_KEYS = ("algorithm", "sync_interval", "sync_offset", "offline", "seed", "final_reward", "steps_to_target")
 
 
-def run_record(run: LabRun, summary: Optional[RunSummary], error: Optional[str]) -> dict[str, Any]:
+def run_record(run: Run, summary: Optional[RunSummary], error: Optional[str]) -> dict[str, Any]:
     """Everything the lab reports about one run; ``summary`` is kept for :func:`aggregate` (not JSON)."""
     has = summary is not None and bool(summary.steps)
     epsilons = run.algorithm.epsilons

@@ -1,6 +1,6 @@
 """Run the lab's CPU runs in this process and collect what verl logged, with a progress bar.
 
-The runs share one Ray start-up: :class:`verl_ext.cpu.launch.CPURaySession`, each run through verl's own
+The runs share one Ray start-up: :class:`verl_ext.cpu.ray_session.CPURaySession`, each run through verl's own
 ``main_ppo`` in this process, in order; a failed run does not stop the others. While they run, this process's
 output (Ray's, verl's and its workers', forwarded to the driver) goes to ``<out>/lab.log``, at the file
 descriptors too, so that the terminal shows only the progress bar and then the results. A thread watches the
@@ -11,8 +11,9 @@ Before anything starts, every run is checked by the dry run's own checks (:func:
 Hydra's composition, verl's ``validate_config`` and verl-ext's run checks, what ``main_ppo``'s driver runs),
 so a typo fails in seconds, naming the run and the key, not after a minute of Ray start-up.
 
-With ``reuse=True`` a run whose metrics file in ``<out>`` is complete and was produced by the same overrides
-and the same initial model (``<out>/runs/<name>.json``) is not run again.
+With ``reuse=True`` a run whose metrics file in ``<out>`` is complete and was produced by the same overrides (the
+same key set to the same value, in any order) and the same initial model (``<out>/runs/<name>.json``) is not run
+again.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, TextIO
 
-from verl_ext.lab.plan import LabRun
 from verl_ext.lab.report import run_record
 from verl_ext.lab.summary import REWARD_METRIC, summarize_run, trained_steps
 from verl_ext.metrics_file import read_metrics_file
+from verl_ext.runs.launch import Outputs
+from verl_ext.runs.overrides import merge_overrides, override_key
+from verl_ext.runs.run import Run
 
 POLL_SECONDS = 1.0
 
@@ -44,22 +47,22 @@ class LabPaths:
     def log(self) -> Path:
         return self.out_dir / "lab.log"
 
-    def run_description(self, run: LabRun) -> Path:
+    def run_description(self, run: Run) -> Path:
         return self.out_dir / "runs" / f"{run.name}.json"
 
-    def metrics(self, run: LabRun) -> Path:
-        from verl_ext.cpu.launch import run_paths
-
-        return run_paths(self.out_dir, run.cpu_run())["metrics"]
+    def metrics(self, run: Run) -> Path:
+        return Outputs(self.out_dir).paths(run).metrics
 
 
-def check_runs(runs: Sequence[LabRun], out_dir: Path, assets_dir: Path) -> None:
+def check_runs(runs: Sequence[Run], out_dir: Path, assets_dir: Path) -> None:
     """The dry run's checks on every run (:func:`verl_ext.preflight.preflight_many`); ValueError naming the
     failed runs and why."""
-    from verl_ext.cpu.launch import main_ppo_arguments
+    from verl_ext.cpu.backend import CPUBackend
     from verl_ext.preflight import preflight_many
+    from verl_ext.runs.launch import main_ppo_arguments
 
-    arguments = [(run.name, main_ppo_arguments(run.cpu_run(), out_dir, assets_dir)) for run in runs]
+    backend, outputs = CPUBackend(Path(assets_dir).resolve()), Outputs(out_dir)
+    arguments = [(run.name, main_ppo_arguments(run, backend, outputs)) for run in runs]
     failed = [result for result in preflight_many(arguments) if not result.ok]
     if failed:
         raise ValueError("; ".join(f"lab run {result.name}: bad configuration: {result.error}" for result in failed))
@@ -89,13 +92,22 @@ def assets_fingerprint(assets_dir: Path) -> str:
     return hashlib.sha256(manifest.read_bytes()).hexdigest()
 
 
-def is_reusable(run: LabRun, paths: LabPaths, fingerprint: str) -> bool:
+def same_overrides(first: Sequence[str], second: Sequence[str]) -> bool:
+    """Whether two override lists set the same keys to the same values (order aside: a later key wins in each)."""
+    def final(overrides: Sequence[str]) -> dict[str, str]:
+        return {override_key(item): item.lstrip("+") for item in merge_overrides(overrides)}
+
+    return final(first) == final(second)
+
+
+def is_reusable(run: Run, paths: LabPaths, fingerprint: str) -> bool:
     description = paths.run_description(run)
     if not description.is_file():
         return False
     stored = json.loads(description.read_text(encoding="utf-8"))
     return (
-        stored.get("overrides") == list(run.overrides())
+        isinstance(stored.get("overrides"), list)
+        and same_overrides(stored["overrides"], run.overrides)
         and stored.get("steps") == run.steps
         and stored.get("assets") == fingerprint
         and logged_training_steps(paths.metrics(run)) >= run.steps
@@ -103,7 +115,7 @@ def is_reusable(run: LabRun, paths: LabPaths, fingerprint: str) -> bool:
 
 
 def run_lab(
-    runs: Sequence[LabRun],
+    runs: Sequence[Run],
     out_dir: Path,
     assets_dir: Path,
     target: float,
@@ -114,7 +126,8 @@ def run_lab(
 
     ``assets_dir`` holds the initial model and the task's data (:func:`verl_ext.lab.warm_start.initial_policy_assets`).
     """
-    from verl_ext.cpu.launch import run_overrides
+    from verl_ext.cpu.backend import CPUBackend
+    from verl_ext.runs.launch import main_ppo_overrides
 
     paths = LabPaths(Path(out_dir).resolve())
     paths.out_dir.mkdir(parents=True, exist_ok=True)
@@ -126,8 +139,9 @@ def run_lab(
         errors = _run_here(pending, paths, Path(assets_dir), progress_console)
         for run in pending:
             if errors.get(run.name) is None:
-                description = {"name": run.name, "steps": run.steps, "overrides": list(run.overrides()), "assets": fingerprint,
-                               "all_overrides": run_overrides(run.cpu_run(), paths.out_dir, Path(assets_dir))}
+                description = {"name": run.name, "steps": run.steps, "overrides": list(run.overrides), "assets": fingerprint,
+                               "all_overrides": main_ppo_overrides(run, CPUBackend(Path(assets_dir).resolve()),
+                                                                   Outputs(paths.out_dir))}
                 paths.run_description(run).parent.mkdir(parents=True, exist_ok=True)
                 paths.run_description(run).write_text(json.dumps(description, indent=1) + "\n", encoding="utf-8")
     records = []
@@ -140,7 +154,7 @@ def run_lab(
     return records
 
 
-def missing_steps_error(run: LabRun, steps: list[dict[str, Any]], metrics: Path, skipped_lines: int = 0) -> Optional[str]:
+def missing_steps_error(run: Run, steps: list[dict[str, Any]], metrics: Path, skipped_lines: int = 0) -> Optional[str]:
     """An error when verl logged fewer training steps than the run asked for (a run cut short would
     otherwise be summarised as if it were complete); None when all were logged. ``skipped_lines``: the
     metrics file's last line was cut short (a write interrupted) and not read."""
@@ -151,14 +165,14 @@ def missing_steps_error(run: LabRun, steps: list[dict[str, Any]], metrics: Path,
     return f"verl logged {trained} of {run.steps} training steps in {metrics}{cut}"
 
 
-def _run_here(pending: Sequence[LabRun], paths: LabPaths, assets_dir: Path, progress_console=None) -> dict[str, Optional[str]]:
-    """Run ``pending`` in one :class:`~verl_ext.cpu.launch.CPURaySession` of this process, output in the lab's
+def _run_here(pending: Sequence[Run], paths: LabPaths, assets_dir: Path, progress_console=None) -> dict[str, Optional[str]]:
+    """Run ``pending`` in one :class:`~verl_ext.cpu.ray_session.CPURaySession` of this process, output in the lab's
     log, the progress bar on the terminal (``progress_console``, default: this process's standard error as it
     was before). Each run's error (None when it ran)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from verl_ext.cpu.launch import CPURaySession
+    from verl_ext.cpu.ray_session import CPURaySession
 
     errors: dict[str, Optional[str]] = {}
     previous_handler = _raise_on_sigterm()
@@ -182,7 +196,7 @@ def _run_here(pending: Sequence[LabRun], paths: LabPaths, assets_dir: Path, prog
                         for index, run in enumerate(pending):
                             label = f"run {index + 1}/{len(pending)} {run.name}"
                             with _watching(progress, task, run, paths.metrics(run), done, label):
-                                result = session.run(run.cpu_run())  # a failed run is in the result; the next one goes on
+                                result = session.run(run)  # a failed run is in the result; the next one goes on
                             print(f"[verl-ext lab] {run.name}: {'ok' if result.ok else result.error} "
                                   f"({result.wall_seconds:.0f} s)", flush=True)
                             errors[run.name] = None if result.ok else f"{result.error} (see {paths.log})"
@@ -199,7 +213,7 @@ def _run_here(pending: Sequence[LabRun], paths: LabPaths, assets_dir: Path, prog
 
 
 @contextlib.contextmanager
-def _watching(progress, task, run: LabRun, metrics: Path, done: int, label: str) -> Iterator[None]:
+def _watching(progress, task, run: Run, metrics: Path, done: int, label: str) -> Iterator[None]:
     """While the block runs ``run``, a thread moves the bar to ``done`` + the steps logged in ``metrics``."""
     stop = threading.Event()
 

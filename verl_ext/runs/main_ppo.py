@@ -3,8 +3,7 @@
 
 :func:`arguments` is what follows the module (what the dry run checks, :func:`verl_ext.preflight.preflight`, and
 what :func:`verl_ext.preflight.parse_main_ppo_argv` reads back); :func:`command` starts it with this Python. The
-run scripts' cells (:mod:`verl_ext.experiments.cells`), the CPU launcher (:mod:`verl_ext.cpu.launch`, also the
-lab's check) and the GPU launcher (:mod:`verl_ext.gpu.launch`) build theirs here.
+one launcher (:func:`verl_ext.runs.launch.main_ppo_arguments`) builds every run's here.
 """
 
 from __future__ import annotations

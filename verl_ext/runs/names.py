@@ -1,16 +1,32 @@
-"""What a run or project name may be: ``trainer.project_name``, ``trainer.experiment_name``, a folder and a
-file name (metrics, checkpoints, ``<name>.run.json``) at once.
+"""Run names: what a run or project name may be, and the one format of the names built from the presets.
 
-Every launcher checks the names it is given here (:func:`check_name`): the run scripts' ``PROJECT_NAME`` and
-``EXPERIMENT_NAME``, a sweep's ``--project``, every :class:`verl_ext.cpu.launch.CPURun`. The format of the names
-built from a preset and a setting is :func:`verl_ext.experiments.run_names.run_name`; it writes only
-:data:`SAFE` characters.
+A name is ``trainer.project_name`` or ``trainer.experiment_name``, a folder and a file name (metrics,
+checkpoints, ``<name>.run.json``) at once. Every name is checked here (:func:`check_name`): the run scripts'
+``PROJECT_NAME`` and ``EXPERIMENT_NAME``, a sweep's ``--project``, every :class:`verl_ext.runs.run.Run`.
+
+The names built from an algorithm preset and a staleness setting (:func:`run_name`; ``trainer.experiment_name``,
+metrics file names, lab tables, plot labels) have one format:
+
+    <algorithm>[-lr<lr>][-zvm][-<setting>][-T<steps>][-P<prompts>][-seed<seed>]
+
+``<algorithm>`` is the preset's label (``rec_oneside_nois`` or ``rec_oneside_nois@0.6_2``), ``<setting>`` the
+setting's name (``sync_interval_20``; absent for a run in verl's own ``sync`` mode, the quickstart's), numbers as
+:func:`verl_ext.algorithms.presets.number_label` writes them; the parts in brackets appear when the run sets them
+(the run scripts name a learning rate only in a learning-rate sweep, zero-variance masking only when on; the lab
+adds steps, a non-default batch and the seed). Example: ``rec_oneside_nois@0.6_2-lr2e-06-sync_interval_20``.
+It writes only :data:`SAFE` characters.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+from verl_ext.algorithms.presets import number_label
+
+if TYPE_CHECKING:
+    from verl_ext.algorithms.presets import AlgorithmChoice
+    from verl_ext.staleness.setting import Setting
 
 SAFE = re.compile(r"[A-Za-z0-9_.@+=-]+")  # characters file names take as they are (match with fullmatch)
 # the longest user-given name: a file name holds 255 bytes, and ``<name>.partN.jsonl`` must fit
@@ -54,4 +70,32 @@ def check_name(name: str, what: str) -> str:
     if other:
         raise ValueError(f"{what}={name!r}: YAML and Hydra read it as {other}, not a name: write it otherwise "
                          f"(e.g. run-{name})")
+    return name
+
+
+def run_name(
+    algorithm: "AlgorithmChoice",
+    setting: "Optional[Setting]" = None,
+    learning_rate: Optional[float] = None,
+    zero_variance_masking: bool = False,
+    steps: Optional[int] = None,
+    prompts_per_step: Optional[int] = None,
+    seed: Optional[int] = None,
+) -> str:
+    """The run's name in the one format (module docstring); a part that is None (or False) is left out."""
+    parts = [algorithm.label]
+    if learning_rate is not None:
+        parts.append(f"lr{number_label(learning_rate)}")
+    if zero_variance_masking:
+        parts.append("zvm")
+    if setting is not None:
+        parts.append(setting.label)
+    if steps is not None:
+        parts.append(f"T{steps}")
+    if prompts_per_step is not None:
+        parts.append(f"P{prompts_per_step}")
+    if seed is not None:
+        parts.append(f"seed{seed}")
+    name = "-".join(parts)
+    assert SAFE.fullmatch(name), name  # every part above is built from safe characters
     return name

@@ -40,6 +40,26 @@ DEFAULT_TRAIN_EXAMPLES = 2048
 DEFAULT_VAL_EXAMPLES = 64
 REWARD_FUNCTION = ("pkg://verl_ext.tiny.task", "compute_score")
 
+# The environment of any run on these assets (the CPU and the GPU profiles add their own): variable -> (value, why).
+OFFLINE_RUN_ENVIRONMENT = {
+    "HF_HUB_OFFLINE": ("1", "no downloads: the tiny assets are local (a GPU node has no network)"),
+    "TRANSFORMERS_OFFLINE": ("1", "no downloads: the tiny assets are local"),
+    "WANDB_MODE": ("disabled", "no experiment-tracking service (the GPU kit carries no wandb)"),
+    "TOKENIZERS_PARALLELISM": ("false", "no tokenizer thread pool in every Ray worker"),
+    "RAY_DEDUP_LOGS": ("0", "show each worker's log line (there are only a few workers)"),
+}
+
+# Overrides of any whole run on these assets, each with its reason (the CPU and GPU profiles set their values).
+TASK_OVERRIDE_REASONS = {
+    "reward.num_workers": "one reward-loop worker process",
+    "transfer_queue.backend.SimpleStorage.num_data_storage_units": "one TransferQueue storage actor",
+    "data.train_batch_size": "prompts per step",
+    "data.max_prompt_length": "tiny prompts",
+    "data.max_response_length": "tiny responses",
+    "data.dataloader_num_workers": "load data in the trainer process",
+    "trainer.logger": "console progress and a JSONL file of every step's metrics (VERL_FILE_LOGGER_PATH)",
+}
+
 
 DEFAULT_SIZE = "cpu"
 FOLDER_NAMES = {"cpu": "tiny", "gpu": "tiny-gpu"}

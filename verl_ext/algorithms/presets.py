@@ -188,6 +188,18 @@ def parse_algorithm(spec: str, default_epsilons: tuple[float, float] = DEFAULT_E
     return AlgorithmChoice(name, _checked_epsilons(spec, epsilons))
 
 
+def algorithm_argument(text: str) -> str:
+    """argparse ``type=`` of a command's ``--algorithm``: ``text`` when it names a preset, else the error of
+    :func:`parse_algorithm` while the command line is parsed."""
+    import argparse
+
+    try:
+        parse_algorithm(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def _checked_epsilons(spec: str, epsilons: tuple[float, float]) -> tuple[float, float]:
     low, high = epsilons
     if not (math.isfinite(low) and 0.0 <= low <= 1.0):

@@ -1,39 +1,46 @@
-"""Run a grid's cells in the mode the environment chooses (docs/run-scripts.md, "The modes").
+"""Run a run script's runs in the mode the environment chooses (docs/run-scripts.md, "The modes").
 
 ==================  =========================================================================================
 mode                what happens
 ==================  =========================================================================================
-dry run             ``VERL_EXT_DRY_RUN=1``: every cell's config composed and checked in this process
+dry run             ``VERL_EXT_DRY_RUN=1``: every run's config composed and checked in this process
                     (:func:`verl_ext.preflight.report_runs`, YAML parsed once), each summarised; nothing starts
-CPU / GPU smoke     ``VERL_EXT_CPU_SMOKE=1`` / ``VERL_EXT_GPU_SMOKE=1``: every metrics and checkpoint folder
-                    checked writable, the tiny assets built when missing, then each cell for real for 2 steps
-                    (one GPU is counted first for the GPU smoke)
-real                every metrics and checkpoint folder checked writable, the GPUs counted
-                    (``N_GPUS_PER_NODE``), every cell checked quietly (a failure stops before any data work),
-                    then per cell: the dataset prepared when missing or incomplete (once; ``DATA_DIR`` checked
+CPU / GPU smoke     ``VERL_EXT_CPU_SMOKE=1`` / ``VERL_EXT_GPU_SMOKE=1``: every metrics, log and checkpoint folder
+                    checked writable, the tiny assets built when missing, then each run for real for 2 steps on
+                    the smoke's backend (one GPU is counted first for the GPU smoke)
+real                every metrics, log and checkpoint folder checked writable, the GPUs counted
+                    (``N_GPUS_PER_NODE``), every run checked quietly (a failure stops before any data work),
+                    then per run: the dataset prepared when missing or incomplete (once; ``DATA_DIR`` checked
                     writable first), the run's description written, ``python -m verl.trainer.main_ppo`` as a
                     child process
 ==================  =========================================================================================
 
-A grid's runs go one after the other; a failed one stops the grid unless ``CONTINUE_ON_ERROR=1``. What needs
-a GPU or starts a process is a :class:`Tools` field, so tests can replace exactly those.
+Every run goes through the one launcher, :func:`verl_ext.runs.launch.launch` (backend and outputs:
+:mod:`verl_ext.experiments.script_runs`): its output is streamed to this terminal and kept in
+``OUTPUT_DIR/logs/<project>/<name>.log``, an earlier run's metrics and log of the same name are kept as parts.
+A grid's runs go one after the other; a failed one stops the grid unless ``CONTINUE_ON_ERROR=1``. What needs a
+GPU or starts a process is a :class:`Tools` field, so tests can replace exactly those.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
-from verl_ext.experiments.cells import Cell
 from verl_ext.experiments.environment import RunEnvironment, folder_problem, unwritable_folder
-from verl_ext.experiments.profiles import Profile
+from verl_ext.experiments.profiles import Profile, profile_named
+from verl_ext.experiments.script_runs import script_backend, script_outputs, title
+from verl_ext.run_description import write_run_description
 from verl_ext.runs import main_ppo
-from verl_ext.run_description import description_path, write_run_description
+from verl_ext.runs.launch import Backend, Measure, Outputs, launch, main_ppo_arguments
+from verl_ext.runs.monitor import run_and_measure
+from verl_ext.runs.run import Run
 
 
 class LaunchStop(Exception):
@@ -61,9 +68,12 @@ def _count_gpus() -> int:
 
 @dataclass(frozen=True)
 class Tools:
-    """The collaborators that start processes or need hardware (tests replace them, nothing else)."""
+    """The collaborators that start processes or need hardware (tests replace them, nothing else): the data
+    preparation's command, ``main_ppo``'s child process (:func:`verl_ext.runs.monitor.run_and_measure`), the GPU
+    count and the environment."""
 
     run_command: Callable[[Sequence[str], Mapping[str, str]], int] = run_command
+    measure: Measure = run_and_measure
     count_gpus: Callable[[], int] = _count_gpus
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -98,12 +108,12 @@ def require_gpus(needed: int, environment: RunEnvironment, entry: str, tools: To
     )
 
 
-def check_cells(cells: Sequence[Cell], quiet: bool) -> bool:
-    """The dry run's checks on every cell in this process; True when all pass (``quiet``: failures only, on stderr)."""
+def check_runs(runs: Sequence[Run], environment: RunEnvironment, backend: Backend, outputs: Outputs, quiet: bool) -> bool:
+    """The dry run's checks on every run in this process; True when all pass (``quiet``: failures only, on stderr)."""
     from verl_ext.preflight import report_runs
 
-    runs = [(cell.title, cell.main_ppo_args) for cell in cells]
-    results = report_runs(runs, quiet=quiet, out=sys.stderr if quiet else sys.stdout)
+    checked = [(title(run, environment), main_ppo_arguments(run, backend, outputs)) for run in runs]
+    results = report_runs(checked, quiet=quiet, out=sys.stderr if quiet else sys.stdout)
     return all(result.ok for result in results)
 
 
@@ -133,15 +143,17 @@ def prepare_data(profile: Profile, environment: RunEnvironment, tools: Tools) ->
         raise LaunchStop(f"[verl-ext] error: data_prep.{profile.dataset} wrote no {directory / profile.val_file}")
 
 
-def check_output_paths(cells: Sequence[Cell], environment: RunEnvironment) -> None:
-    """Every folder and file the cells write under ``OUTPUT_DIR`` can be written: the metrics folder and file,
-    the description, the checkpoint folder (LaunchStop naming OUTPUT_DIR and the path, before anything runs)."""
+def check_output_paths(runs: Sequence[Run], outputs: Outputs, environment: RunEnvironment) -> None:
+    """Every folder and file the runs write under ``OUTPUT_DIR`` can be written: the metrics folder and file,
+    the description, the log, the checkpoint folder (LaunchStop naming OUTPUT_DIR and the path, before anything
+    runs)."""
     checked: set[Path] = set()
-    for cell in cells:
-        for path in (cell.metrics_file, description_path(cell.metrics_file, cell.name)):
+    for run in runs:
+        paths = outputs.paths(run)
+        for path in (paths.metrics, paths.description, paths.log):
             if path.exists() and not path.is_file():
                 _output_stop(environment, f"{path} exists and is not a regular file")
-        for folder in (cell.metrics_file.parent, cell.checkpoints):
+        for folder in (paths.metrics.parent, paths.log.parent, paths.checkpoints):
             if folder in checked:
                 continue
             checked.add(folder)
@@ -152,51 +164,6 @@ def check_output_paths(cells: Sequence[Cell], environment: RunEnvironment) -> No
 
 def _output_stop(environment: RunEnvironment, problem: str) -> None:
     raise LaunchStop(f"[verl-ext] error: OUTPUT_DIR={str(environment.output_dir)!r}: {problem}. Nothing was started.")
-
-
-def write_description(cell: Cell) -> None:
-    """``<name>.run.json`` beside the metrics (read by ``verl-ext plot``); an earlier metrics file is kept as
-    ``<name>.partN.jsonl`` (verl's file logger truncates its file; ``verl-ext plot`` joins the parts)."""
-    cell.metrics_file.parent.mkdir(parents=True, exist_ok=True)
-    write_run_description(description_path(cell.metrics_file, cell.name), cell.description)  # whole or absent
-    if cell.metrics_file.is_file() and cell.metrics_file.stat().st_size > 0:
-        part = 1
-        while cell.metrics_file.with_name(f"{cell.name}.part{part}.jsonl").exists():
-            part += 1
-        kept = cell.metrics_file.with_name(f"{cell.name}.part{part}.jsonl")
-        cell.metrics_file.rename(kept)
-        note(f"kept the earlier metrics as {kept} (verl-ext plot joins the parts)")
-
-
-def smoke_environment(environment: RunEnvironment) -> dict[str, str]:
-    """The environment variables of the smoke mode's profile (VERL_PLATFORM=cpu, offline hub, ...)."""
-    if environment.smoke == "cpu":
-        from verl_ext.cpu.profile import cpu_environment
-
-        return cpu_environment()
-    if environment.smoke == "gpu":
-        from verl_ext.gpu.profile import gpu_environment
-
-        return gpu_environment()
-    return {}
-
-
-@contextlib.contextmanager
-def cpu_cluster_for(cell: Cell, environment: RunEnvironment):
-    """A CPU smoke cell with ``trainer.nnodes > 1`` runs in a local Ray cluster of that many nodes
-    (:mod:`verl_ext.cpu.local_cluster`); yields the variables that join it (none for any other cell)."""
-    from verl_ext.cpu.topology import Topology
-
-    topology = Topology.from_overrides(cell.overrides) if environment.smoke == "cpu" else Topology()
-    if topology.nnodes == 1:
-        yield {}
-        return
-    from verl_ext.cpu.local_cluster import LocalRayCluster
-    from verl_ext.cpu.profile import cpu_environment
-
-    note(f"starting a local Ray cluster of {topology.nnodes} nodes for {cell.name}")
-    with LocalRayCluster(topology.nnodes, topology.n_gpus_per_node, env=cpu_environment()) as cluster:
-        yield cluster.client_environment()
 
 
 def build_smoke_assets(environment: RunEnvironment) -> None:
@@ -212,15 +179,16 @@ def build_smoke_assets(environment: RunEnvironment) -> None:
                          f"({error.strerror or error}). Nothing was started.") from None
 
 
-def launch(cells: Sequence[Cell], environment: RunEnvironment, entry: str, tools: Optional[Tools] = None) -> int:
-    """Run ``cells`` in the environment's mode; the exit status (``entry``: how the user started it, for advice)."""
+def launch_runs(runs: Sequence[Run], environment: RunEnvironment, entry: str, tools: Optional[Tools] = None) -> int:
+    """Run ``runs`` in the environment's mode; the exit status (``entry``: how the user started it, for advice)."""
     tools = tools or Tools()
+    backend, outputs = script_backend(environment), script_outputs(environment)
     if environment.dry_run:
-        return 0 if check_cells(cells, quiet=False) else 1
-    check_output_paths(cells, environment)
+        return 0 if check_runs(runs, environment, backend, outputs, quiet=False) else 1
+    check_output_paths(runs, outputs, environment)
     if environment.smoke is None:
         require_gpus(gpus_needed_here(environment), environment, entry, tools)
-        if not check_cells(cells, quiet=True):
+        if not check_runs(runs, environment, backend, outputs, quiet=True):
             raise LaunchStop("[verl-ext] error: the configuration check failed (above): nothing was prepared or started")
     else:
         if environment.smoke == "gpu":
@@ -228,27 +196,28 @@ def launch(cells: Sequence[Cell], environment: RunEnvironment, entry: str, tools
         build_smoke_assets(environment)
     prepared: set[str] = set()
     failed: list[tuple[str, int]] = []
-    for cell in cells:
-        if environment.smoke is None and cell.profile.dataset not in prepared:
-            prepare_data(cell.profile, environment, tools)
-            prepared.add(cell.profile.dataset)
-        write_description(cell)
-        argv = main_ppo.command(cell.main_ppo_args)
-        note(f"run {cell.title}: metrics in {cell.metrics_file}")
-        note(" ".join(argv))
-        env = {**tools.environ, **smoke_environment(environment), "VERL_FILE_LOGGER_PATH": str(cell.metrics_file)}
-        with cpu_cluster_for(cell, environment) as cluster_environment:
-            status = tools.run_command(argv, {**env, **cluster_environment})
+    for run in runs:
+        profile = profile_named(run.profile)
+        if environment.smoke is None and profile.dataset not in prepared:
+            prepare_data(profile, environment, tools)
+            prepared.add(profile.dataset)
+        paths = outputs.paths(run)
+        paths.description.parent.mkdir(parents=True, exist_ok=True)
+        write_run_description(paths.description, run.description(cpu_smoke=environment.smoke == "cpu"))  # whole or absent
+        note(f"run {title(run, environment)}: metrics in {paths.metrics}, output in {paths.log}")
+        note(shlex.join(main_ppo.command(main_ppo_arguments(run, backend, outputs))))
+        result = launch(run, backend, outputs, echo=True, environ=tools.environ, measure=tools.measure)
+        status = result.measurements.returncode
         if status != 0:
-            failed.append((cell.name, status))
+            failed.append((run.name, status))
             if not environment.continue_on_error:
-                if len(cells) > 1:
-                    note(f"run {cell.name} failed (exit {status}): stopping (CONTINUE_ON_ERROR=1 goes on)")
+                if len(runs) > 1:
+                    note(f"run {run.name} failed (exit {status}): stopping (CONTINUE_ON_ERROR=1 goes on)")
                 break
     if failed:
-        if len(cells) == 1:
+        if len(runs) == 1:
             return failed[0][1]
         note(f"failed run(s): {', '.join(name for name, _ in failed)}")
         return 1
-    note(f"plot the runs: verl-ext plot {cells[-1].metrics_file.parent}")
+    note(f"plot the runs: verl-ext plot {outputs.paths(runs[-1]).metrics.parent}")
     return 0

@@ -154,6 +154,21 @@ def this_process_tree(also: Optional[Callable[[], Iterable[int]]] = None) -> Cal
     return lambda: _members(me, also)
 
 
+STOP_GRACE_SECONDS = 30.0
+
+
+def stop_process(process: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> int:
+    """Stop ``process``: SIGTERM (``main_ppo`` then shuts its Ray down), SIGKILL after ``grace`` seconds; its exit
+    status."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            return process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait()
+
+
 def run_and_measure(
     command: Sequence[str],
     env: dict[str, str],
@@ -164,10 +179,13 @@ def run_and_measure(
     also_measure: Optional[Callable[[], Iterable[int]]] = None,
 ) -> RunMeasurements:
     """Run ``command``, copy its output to ``log_path`` (and stdout with ``echo``), measure it (and the processes
-    ``also_measure`` returns the ids of)."""
+    ``also_measure`` returns the ids of). ``timeout``: kill it after that many seconds. An exception while it
+    runs (Ctrl-C) stops it (:func:`stop_process`) before going on up."""
     started = time.perf_counter()
     state = {"first": None, "last": None, "lines": 0}
-    process = subprocess.Popen(list(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # bytes that are not UTF-8 (a model's raw output printed by a worker) are replaced, never an error that ends the run
+    process = subprocess.Popen(list(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               encoding="utf-8", errors="replace")
     watched = psutil.Process(process.pid)
 
     def check_progress() -> None:
@@ -184,12 +202,16 @@ def run_and_measure(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with sampler, log_path.open("w", encoding="utf-8") as log:
         assert process.stdout is not None
-        for line in process.stdout:
-            log.write(line)
-            if echo:
-                sys.stdout.write(line)
-                sys.stdout.flush()
-        returncode = process.wait()
+        try:
+            for line in process.stdout:
+                log.write(line)
+                if echo:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+            returncode = process.wait()
+        except BaseException:  # Ctrl-C, SIGTERM turned into an exception, a full disk: the child does not outlive us
+            stop_process(process)
+            raise
     return RunMeasurements(
         returncode=returncode,
         wall_seconds=time.perf_counter() - started,

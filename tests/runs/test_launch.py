@@ -1,0 +1,187 @@
+"""The one launcher: the layers of main_ppo's overrides (a backend's under and over the run's, names, paths last),
+where a run writes in each layout, what an earlier run of the same name leaves, the child's environment and the
+result; the CPU and GPU backends' forms. The child process is replaced where it would be main_ppo (minutes);
+one real main_ppo child is started, refused by its driver before Ray."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from verl_ext.algorithms.presets import parse_algorithm
+from verl_ext.runs.launch import (
+    HARNESS_DEFAULTS,
+    LOGGER_PATH_KEY,
+    SMOKE_CAPS,
+    Backend,
+    Outputs,
+    Surroundings,
+    launch,
+    main_ppo_arguments,
+    main_ppo_overrides,
+    prepare_run_dir,
+)
+from verl_ext.runs.monitor import RunMeasurements
+from verl_ext.runs.overrides import override_key
+from verl_ext.runs.run import Run
+from verl_ext.staleness.setting import Setting
+
+
+class Layered(Backend):
+    """A backend that marks its layers, and puts a variable, a removal and a process list around the child."""
+
+    name = "layered"
+
+    def environment(self):
+        return {"LAYERED": "1", "DROPPED": None}
+
+    def before(self, run, paths):
+        return ["layer.before=1", "shared.key=before", "trainer.experiment_name=from_before"]
+
+    def after(self, run):
+        return ["layer.after=1", "shared.after=after"]
+
+    def around(self, arguments, paths):
+        import contextlib
+
+        @contextlib.contextmanager
+        def surround():
+            surroundings = Surroundings(environment={"AROUND": "yes"}, also_measure=lambda: [1])
+            yield surroundings
+            surroundings.peak_gpu_mib = 42.0
+
+        return surround()
+
+
+def test_the_overrides_are_the_backends_then_names_then_the_runs_then_the_backends_then_the_paths(tmp_path):
+    run = Run("r", overrides=("shared.key=run", "shared.after=run", "trainer.default_local_dir=/elsewhere"), steps=3,
+              project="proj")
+    overrides = main_ppo_overrides(run, Layered(), Outputs(tmp_path))
+    value = {override_key(item): item.split("=", 1)[1] for item in overrides}
+    assert value["shared.key"] == "run"  # the run's overrides win over what the backend puts under them
+    assert value["shared.after"] == "after"  # what the backend puts over them wins
+    assert (value["trainer.project_name"], value["trainer.experiment_name"]) == ("proj", "r")
+    assert value["trainer.total_training_steps"] == "3"
+    paths = Outputs(tmp_path).paths(run)
+    assert value["trainer.default_local_dir"] == str(paths.checkpoints)  # the paths come last
+    assert value[override_key(LOGGER_PATH_KEY)] == str(paths.metrics) and overrides[-1].startswith(LOGGER_PATH_KEY)
+    arguments = main_ppo_arguments(run, Layered(), Outputs(tmp_path))
+    assert arguments[:2] == [f"--config-path={run.resolved_config_dir()}", f"--config-name={run.config_name}"]
+    assert arguments[2:] == overrides
+
+
+def test_where_a_run_writes_in_each_layout(tmp_path):
+    run = Run("a-run")
+    per_run = Outputs(tmp_path).paths(run)
+    root = tmp_path.resolve()
+    assert per_run.metrics == root / "verl_ext_cpu" / "a-run.jsonl"
+    assert (per_run.run_dir, per_run.log) == (root / "verl_ext_cpu" / "a-run", root / "verl_ext_cpu" / "a-run" / "main_ppo.log")
+    assert per_run.checkpoints == per_run.run_dir / "checkpoints" and per_run.events == per_run.run_dir / "rollout_events.jsonl"
+    assert Outputs(tmp_path, project="verl_ext_gpu").paths(run).metrics == root / "verl_ext_gpu" / "a-run.jsonl"
+    scripts = Outputs(tmp_path, layout="scripts").paths(Run("a-run", project="fig"))
+    assert scripts.metrics == root / "metrics" / "fig" / "a-run.jsonl"
+    assert scripts.description == root / "metrics" / "fig" / "a-run.run.json"
+    assert scripts.checkpoints == root / "checkpoints" / "fig" / "a-run"
+    assert scripts.log == root / "logs" / "fig" / "a-run.log" and scripts.keeps_earlier_metrics
+    resumed = Outputs(tmp_path).paths(Run("b", checkpoint_dir=tmp_path / "shared"))
+    assert resumed.checkpoints == (tmp_path / "shared").resolve()
+    with pytest.raises(ValueError, match="layout 'flat'; allowed: per_run, scripts"):
+        Outputs(tmp_path, layout="flat")
+
+
+def test_an_earlier_run_of_the_same_name_is_cleared_or_kept_as_a_part(tmp_path):
+    harness = Outputs(tmp_path).paths(Run("x"))
+    harness.run_dir.mkdir(parents=True)
+    harness.metrics.write_text('{"step": 1}\n')
+    harness.events.write_text('{"event": "sleep"}\n')
+    assert prepare_run_dir(harness) is None
+    assert not harness.metrics.exists() and not harness.events.exists()  # the harness reads back this run's only
+
+    scripts = Outputs(tmp_path, layout="scripts").paths(Run("x", project="p"))
+    assert prepare_run_dir(scripts) is None  # nothing earlier
+    for number in (1, 2):
+        scripts.metrics.write_text(f'{{"step": {number}}}\n')
+        scripts.log.write_text(f"log {number}\n")
+        assert prepare_run_dir(scripts) == number
+        assert scripts.metrics.with_name(f"x.part{number}.jsonl").read_text() == f'{{"step": {number}}}\n'
+        assert scripts.log.with_name(f"x.part{number}.log").read_text() == f"log {number}\n"
+        assert not scripts.metrics.exists() and not scripts.log.exists()
+
+
+def test_launch_starts_main_ppo_with_the_backends_environment_and_reports_its_status(tmp_path, monkeypatch):
+    seen = {}
+
+    def measure(command, env, log_path, metrics_path=None, echo=False, timeout=None, also_measure=None):
+        seen.update(command=command, env=env, log=log_path, metrics=metrics_path, echo=echo, timeout=timeout,
+                    also=also_measure())
+        return RunMeasurements(5, 1.0, 0, 0, 0.0, None, None)
+
+    run = Run("r", steps=2)
+    outputs = Outputs(tmp_path)
+    result = launch(run, Layered(), outputs, echo=True, timeout=9, environ={"DROPPED": "x", "KEPT": "y"}, measure=measure)
+    assert seen["command"] == [sys.executable, "-m", "verl.trainer.main_ppo", *main_ppo_arguments(run, Layered(), outputs)]
+    env = seen["env"]
+    assert (env["LAYERED"], env["AROUND"], env["KEPT"], env["PYTHONUNBUFFERED"]) == ("1", "yes", "y", "1")
+    assert "DROPPED" not in env  # a variable the backend unsets is gone, whatever the caller's environment held
+    paths = outputs.paths(run)
+    assert env["VERL_FILE_LOGGER_PATH"] == str(paths.metrics) == str(seen["metrics"])
+    assert (seen["log"], seen["echo"], seen["timeout"], seen["also"]) == (paths.log, True, 9, [1])
+    assert not result.ok and result.error == "main_ppo exited with status 5"
+    assert result.peak_gpu_mib == 42.0 and result.log_path == paths.log and result.kept_part is None
+    assert result.steps == [] and result.events == []
+    with pytest.raises(RuntimeError, match=f"run 'r' failed: main_ppo exited with status 5; log: {paths.log}"):
+        result.raise_for_error()
+
+
+def test_the_cpu_backend_puts_its_profile_under_a_cpu_run_and_over_a_run_scripts_smoke(tmp_path):
+    from verl_ext.checkpoint_backends import CPU_BACKEND
+    from verl_ext.cpu.backend import EVENT_LOG_KEY, CPUBackend
+    from verl_ext.cpu.profile import cpu_environment, cpu_overrides, cpu_overrides_for
+    from verl_ext.cpu.topology import Topology
+    from verl_ext.staleness.config import engine_pool_overrides
+
+    assets = tmp_path / "assets"
+    run = Run("two_ranks", overrides=("trainer.n_gpus_per_node=2", "trainer.save_freq=2"))
+    harness = CPUBackend(assets)
+    paths = Outputs(tmp_path).paths(run)
+    assert harness.environment() == cpu_environment() and harness.after(run) == []
+    before = harness.before(run, paths)
+    assert before[: len(cpu_overrides_for(assets, run.overrides))] == cpu_overrides_for(assets, run.overrides)
+    assert [item for item in HARNESS_DEFAULTS if item in before] == list(HARNESS_DEFAULTS)
+    assert f"{EVENT_LOG_KEY}={paths.events}" in before
+    final = main_ppo_overrides(run, harness, Outputs(tmp_path))
+    assert "trainer.save_freq=2" in final and "trainer.save_freq=-1" not in final  # the run's own wins
+
+    smoke = CPUBackend(assets, smoke=True, split=True)
+    assert smoke.before(run, paths) == []
+    split = engine_pool_overrides(1, 1, CPU_BACKEND)
+    topology = Topology.from_overrides([*run.overrides, *split])
+    assert smoke.after(run) == [*cpu_overrides(assets, topology=topology), *split, *SMOKE_CAPS]
+    assert "trainer.save_freq=-1" in main_ppo_overrides(run, smoke, Outputs(tmp_path))  # the smoke's caps win
+
+
+def test_the_gpu_backend_unsets_a_cpu_platform_and_has_the_same_two_forms(tmp_path):
+    from verl_ext.gpu.backend import GPUBackend
+    from verl_ext.gpu.profile import gpu_environment, gpu_overrides, gpu_smoke_overrides
+
+    assets = tmp_path / "tiny-gpu"
+    run = Run("g")
+    paths = Outputs(tmp_path).paths(run)
+    harness, smoke = GPUBackend(assets), GPUBackend(assets, smoke=True)
+    assert harness.environment() == {**gpu_environment(), "VERL_PLATFORM": None}
+    assert harness.before(run, paths) == [*gpu_overrides(assets), *HARNESS_DEFAULTS] and harness.after(run) == []
+    assert smoke.before(run, paths) == [] and smoke.after(run) == [*gpu_smoke_overrides(assets), *SMOKE_CAPS]
+
+
+def test_a_real_main_ppo_child_refused_by_its_driver_ends_in_the_result_with_its_log(tmp_path, tiny_assets):
+    """The whole path, for real: a preset's run on the CPU backend whose batch does not divide (the driver refuses
+    it before Ray starts), through ``python -m verl.trainer.main_ppo`` in a child process."""
+    from verl_ext.cpu.backend import CPUBackend
+
+    run = Run.from_preset("refused", parse_algorithm("rec_oneside_nois"), Setting(3, 1),
+                          overrides=("actor_rollout_ref.actor.ppo_mini_batch_size=3",), steps=2)
+    result = launch(run, CPUBackend(tiny_assets), Outputs(tmp_path), timeout=300)
+    assert not result.ok and result.error.startswith("main_ppo exited with status ")
+    log = Path(result.log_path).read_text()
+    assert "data.train_batch_size=8 is invalid: allowed values are a multiple of actor_rollout_ref.actor.ppo_mini_batch_size=3" in log
+    assert result.steps == [] and not result.metrics_path.exists()
