@@ -56,8 +56,18 @@ class BackgroundRuns:
         self.lock = threading.Lock()
         self.wakeup = threading.Condition(self.lock)
         self.closed = False
-        self.thread = threading.Thread(target=self._work, name="background-runs", daemon=True)
-        self.thread.start()
+        self.threads = [threading.Thread(target=self._work, name="background-runs", daemon=True)]
+        self.threads[0].start()
+
+    def widen(self) -> None:
+        """From now on, two children at a time (once): what the session calls when its own tests are done and it
+        only waits, so that the second core is not left to one child's waits (idempotent)."""
+        with self.lock:
+            if len(self.threads) > 1 or self.closed:
+                return
+            thread = threading.Thread(target=self._work, name="background-runs-2", daemon=True)
+            self.threads.append(thread)
+        thread.start()
 
     def enqueue(self, module_file: Path, first: bool = False) -> Job:
         """Queue ``module_file``'s runs (once); ``first``: ahead of the others (a test is waiting for them)."""

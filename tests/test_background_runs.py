@@ -1,5 +1,6 @@
-"""tests/background_runs.py: a module's ``background_runs`` runs in a child process, one module at a time;
-its results come back whole, a failure comes back with the child's output, and closing stops the child."""
+"""tests/background_runs.py: a module's ``background_runs`` runs in a child process, one module at a time until the
+queue is widened to two; its results come back whole, a failure comes back with the child's output, and closing
+stops the children."""
 
 import os
 import textwrap
@@ -69,3 +70,36 @@ def test_close_stops_the_running_child_and_fails_the_queued_ones(tmp_path, backg
     assert running.process.poll() is not None
     with pytest.raises(RuntimeError, match="session ended before it started"):
         background.results(queued)
+
+
+def test_widened_two_modules_run_at_once_and_close_stops_both(tmp_path, background):
+    body = """
+        import os, time
+        def background_runs(root):
+            started = time.time(); time.sleep(1.5)
+            return {"span": (started, time.time())}
+    """
+    first, second = module(tmp_path, "first", body), module(tmp_path, "second", body)
+    background.enqueue(first)
+    background.enqueue(second)
+    background.widen()
+    background.widen()  # once: still two at a time
+    a, b = background.results(first), background.results(second)
+    assert b["span"][0] < a["span"][1] and a["span"][0] < b["span"][1]  # the spans overlap
+    assert len(background.threads) == 2
+    slow = module(tmp_path, "slow", """
+        import time
+        def background_runs(root):
+            time.sleep(600)
+    """)
+    other = module(tmp_path, "other", """
+        import time
+        def background_runs(root):
+            time.sleep(600)
+    """)
+    jobs = [background.enqueue(slow), background.enqueue(other)]
+    for job in jobs:
+        assert job.started.wait(60)
+    background.close()
+    for job in jobs:
+        assert job.done.wait(60) and job.process.poll() is not None

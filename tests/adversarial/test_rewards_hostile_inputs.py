@@ -1,7 +1,9 @@
 """Rewards never raise or hang: hostile responses and ground truths, for every data source.
 
 Each call must return the six result keys as floats, a score in [0, 1], within a bound: 1 s for GSM8k and
-ToolACE (their parsing is linear and capped), budget + start-up allowance + slack for MATH and Guru.
+ToolACE (their parsing is linear and capped), budget + start-up allowance + slack for MATH and Guru. From 16
+threads at once on a loaded 2-core machine the calls also wait for the processor, so there the bound is a hang
+guard (4x); the bound under concurrency is measured by ``benchmarks/bench_rewards.py``.
 Inputs: lone surrogates, huge numbers (as text and as Python ints too long to print), deep nesting of
 every bracket kind, ToolACE arguments like ``1+1+...`` and ``-----1``, non-str values, megabyte strings.
 """
@@ -117,9 +119,12 @@ def small_pool():
     equivalence_pool.configure()
 
 
-def scored_within_bound(source: str, response, truth) -> dict:
+HANG_GUARD_FACTOR = 4
+
+
+def scored_within_bound(source: str, response, truth, factor: float = 1) -> dict:
     data_source, _, _, options = SOURCES[source]
-    bound = BUDGET_S + ALLOWANCE_S + SLACK_S if source in ("math", "guru") else 1.0
+    bound = factor * (BUDGET_S + ALLOWANCE_S + SLACK_S if source in ("math", "guru") else 1.0)
     start = time.monotonic()
     result = compute_score(data_source, response, truth, None, **options)
     elapsed = time.monotonic() - start
@@ -139,7 +144,8 @@ def test_hostile_response_and_hostile_ground_truth(source, hostile):
 
 def test_hostile_math_and_guru_inputs_from_sixteen_threads():
     """The same battery for MATH and Guru, run as verl runs rewards (a thread pool): some of these reach
-    sympy and overrun, so children are killed and restarted meanwhile; every call still keeps its bound."""
+    sympy and overrun, so children are killed and restarted meanwhile; every call still comes back, scored,
+    within the hang guard (16 threads share the processor: the tight bound is the sequential tests')."""
     cases = [
         (source, f"{name} as {role}", *((value, truth) if role == "response" else (good_response, value)))
         for source in ("math", "guru")
@@ -151,7 +157,7 @@ def test_hostile_math_and_guru_inputs_from_sixteen_threads():
     def problem(case) -> str | None:
         source, name, response, truth = case
         try:
-            scored_within_bound(source, response, truth)
+            scored_within_bound(source, response, truth, factor=HANG_GUARD_FACTOR)
         except AssertionError as error:
             return f"{source} {name}: {error}"
         return None
