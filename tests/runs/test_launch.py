@@ -30,8 +30,6 @@ from verl_ext.staleness.setting import Setting
 class Layered(Backend):
     """A backend that marks its layers, and puts a variable, a removal and a process list around the child."""
 
-    name = "layered"
-
     def environment(self):
         return {"LAYERED": "1", "DROPPED": None}
 

@@ -44,8 +44,6 @@ class CPUBackend(Backend):
     smoke: bool = False
     split: bool = False  # smoke only: the rollout engine on its own logical GPU
 
-    name = "cpu"
-
     def environment(self) -> dict[str, Optional[str]]:
         return dict(cpu_environment())
 

@@ -38,8 +38,6 @@ class GPUBackend(Backend):
     assets: Path
     smoke: bool = False
 
-    name = "gpu"
-
     def environment(self) -> dict[str, Optional[str]]:
         return {**gpu_environment(), "VERL_PLATFORM": None}
 

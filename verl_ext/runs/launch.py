@@ -139,9 +139,6 @@ class Backend:
     no profile, no environment, nothing around the process. :class:`verl_ext.cpu.backend.CPUBackend` and
     :class:`verl_ext.gpu.backend.GPUBackend` override what they add."""
 
-    name = "verl"
-    smoke = False  # whether the backend replaces a run script's model and data (VERL_EXT_CPU_SMOKE, VERL_EXT_GPU_SMOKE)
-
     def environment(self) -> dict[str, Optional[str]]:
         """Environment variables of a run here (set before Ray starts; its workers inherit them); None: unset."""
         return {}
