@@ -76,3 +76,38 @@ def test_output_that_is_not_utf8_is_kept_with_replacement_characters(tmp_path):
     measured = run_and_measure([sys.executable, "-c", child], env=None, log_path=tmp_path / "log")
     assert measured.returncode == 0
     assert (tmp_path / "log").read_text(encoding="utf-8") == "before \ufffd\ufffd after\n"
+
+
+def test_sigterm_to_a_command_stops_its_child_as_ctrl_c_does(tmp_path):
+    """A command killed by a scheduler (SIGTERM) inside ``sigterm_as_interrupt`` leaves through the interrupt's path:
+    its child is stopped, not left running without a reader."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    pid_file = tmp_path / "pid"
+    child = (f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+             "while True:\n    print('tick', flush=True)\n    time.sleep(0.1)")
+    command = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from verl_ext.runs.monitor import run_and_measure, sigterm_as_interrupt
+        try:
+            with sigterm_as_interrupt():
+                run_and_measure([sys.executable, "-c", {child!r}], env=None, log_path=Path({str(tmp_path / 'log')!r}))
+        except KeyboardInterrupt:
+            sys.exit(130)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", command], env={**os.environ, "PYTHONPATH": os.getcwd()})
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pid_file.exists(), "the child did not start"
+    time.sleep(0.3)
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(60) == 130
+    pid = int(pid_file.read_text())
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

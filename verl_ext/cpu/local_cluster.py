@@ -296,10 +296,6 @@ class LocalRayCluster:
         self.started_nodes = []
 
 
-def _raise_keyboard_interrupt(signum, frame):  # SIGTERM of the CLI: leave through the with block
-    raise KeyboardInterrupt
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv, command = split_at_double_dash(argv)
     parser = argparse.ArgumentParser(
@@ -312,9 +308,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if not command:
         parser.error("give the command to run after --")
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    from verl_ext.runs.monitor import sigterm_as_interrupt
+
     try:
-        with LocalRayCluster(args.nodes, args.gpus_per_node, join_timeout=args.join_timeout) as cluster:
+        with sigterm_as_interrupt(), \
+                LocalRayCluster(args.nodes, args.gpus_per_node, join_timeout=args.join_timeout) as cluster:
             print(f"[verl-ext] local Ray cluster of {args.nodes} nodes at {cluster.address} (temporary folder "
                   f"{cluster.temp_dir})", file=sys.stderr, flush=True)
             return subprocess.call(command, env={**os.environ, **cluster.client_environment()})

@@ -157,16 +157,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from verl_ext.checks.values import ConfigError
     from verl_ext.cpu.local_cluster import ClusterStartError
 
+    from verl_ext.runs.monitor import sigterm_as_interrupt
+
     try:
-        result, summary = run_quickstart(
-            args.steps, args.algorithm, args.out, args.assets, echo=not args.quiet, extra_overrides=extra
-        )
+        with sigterm_as_interrupt():  # SIGTERM stops main_ppo too, as Ctrl-C does
+            result, summary = run_quickstart(
+                args.steps, args.algorithm, args.out, args.assets, echo=not args.quiet, extra_overrides=extra
+            )
     except ConfigError as error:  # a topology or batch size the CPU profile cannot size: nothing was started
         print(f"[verl-ext] {error}", file=sys.stderr)
         return 2
     except ClusterStartError as error:  # a node of the local cluster did not come up (stopped again)
         print(f"[verl-ext] {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: main_ppo (and a local cluster) were stopped on the way out
+        print("[verl-ext] interrupted: verl's trainer was stopped", file=sys.stderr)
+        return 130
     if summary is None:
         print(f"[verl-ext] {result.error}; see {result.log_path}", file=sys.stderr)
         return 1

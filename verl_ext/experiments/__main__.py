@@ -249,9 +249,12 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     if argv[0] == "list":
         print(list_names())
         return 0
+    from verl_ext.runs.monitor import sigterm_as_interrupt
+
     try:
         runs, environment, entry = plan(argv, environ)
-        return launch_runs(runs, environment, entry, tools)
+        with sigterm_as_interrupt():  # SIGTERM stops the running main_ppo too, as Ctrl-C does
+            return launch_runs(runs, environment, entry, tools)
     except LaunchStop as stop:
         print(stop, file=sys.stderr, flush=True)
         return stop.status

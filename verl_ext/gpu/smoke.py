@@ -149,7 +149,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"[verl-ext] gpu-smoke needs a CUDA GPU and vLLM: {reason}. Nothing was started.\n{NO_GPU_HELP}",
                       file=sys.stderr)
                 return 2
-        steps, error, figures = run_smoke(args, extra)
+        from verl_ext.runs.monitor import sigterm_as_interrupt
+
+        try:
+            with sigterm_as_interrupt():  # SIGTERM stops main_ppo too, as Ctrl-C does
+                steps, error, figures = run_smoke(args, extra)
+        except KeyboardInterrupt:
+            print("[verl-ext] interrupted: verl's trainer was stopped", file=sys.stderr)
+            return 130
     summary = summarize_smoke(steps, schedule, args.steps, tolerance)
     title = (f"verl-ext {args.backend} smoke: delayed_sync m={args.sync_interval} n={args.sync_offset}, "
              f"{args.algorithm}, {args.steps} steps, tiny counting task")

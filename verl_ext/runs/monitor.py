@@ -20,13 +20,15 @@ joins (:func:`verl_ext.cpu.local_cluster.cluster_processes`), which were started
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 import psutil
 
@@ -155,6 +157,26 @@ def this_process_tree(also: Optional[Callable[[], Iterable[int]]] = None) -> Cal
 
 
 STOP_GRACE_SECONDS = 30.0
+
+
+def _raise_keyboard_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that a command stopped by a scheduler
+    or ``kill`` leaves through its ``finally`` blocks: a child process it runs (:func:`run_and_measure`), a local Ray
+    cluster it started, are stopped with it instead of outliving it. The previous handler comes back after; outside
+    the main thread (where no handler can be set) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def stop_process(process: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -> int:
