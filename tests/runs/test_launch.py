@@ -106,18 +106,28 @@ def test_an_earlier_run_of_the_same_name_is_cleared_or_kept_as_a_part(tmp_path):
         assert not scripts.metrics.exists() and not scripts.log.exists()
 
 
-def test_launch_starts_main_ppo_with_the_backends_environment_and_reports_its_status(tmp_path, monkeypatch):
+def test_launch_starts_main_ppo_with_the_backends_environment_and_reports_its_status(tmp_path, capsys):
+    import signal
+
+    from verl_ext.runs.monitor import _raise_keyboard_interrupt
+
     seen = {}
+    handler_before = signal.getsignal(signal.SIGTERM)
 
     def measure(command, env, log_path, metrics_path=None, echo=False, timeout=None, also_measure=None):
         seen.update(command=command, env=env, log=log_path, metrics=metrics_path, echo=echo, timeout=timeout,
-                    also=also_measure())
+                    also=also_measure(), sigterm=signal.getsignal(signal.SIGTERM))
         return RunMeasurements(5, 1.0, 0, 0, 0.0, None, None)
 
     run = Run("r", steps=2)
     outputs = Outputs(tmp_path)
-    result = launch(run, Layered(), outputs, echo=True, timeout=9, environ={"DROPPED": "x", "KEPT": "y"}, measure=measure)
+    result = launch(run, Layered(), outputs, echo=True, announce=True, timeout=9, environ={"DROPPED": "x", "KEPT": "y"},
+                    measure=measure)
     assert seen["command"] == [sys.executable, "-m", "verl.trainer.main_ppo", *main_ppo_arguments(run, Layered(), outputs)]
+    assert result.command == tuple(seen["command"])
+    assert f"[verl-ext] running verl's trainer:\n  {sys.executable} -m verl.trainer.main_ppo" in capsys.readouterr().out
+    # while the child runs SIGTERM stops it as Ctrl-C does; the caller's handler comes back after
+    assert seen["sigterm"] is _raise_keyboard_interrupt and signal.getsignal(signal.SIGTERM) is handler_before
     env = seen["env"]
     assert (env["LAYERED"], env["AROUND"], env["KEPT"], env["PYTHONUNBUFFERED"]) == ("1", "yes", "y", "1")
     assert "DROPPED" not in env  # a variable the backend unsets is gone, whatever the caller's environment held

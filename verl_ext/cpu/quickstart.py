@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -98,8 +97,7 @@ def run_quickstart(
     """Build the assets if needed, run ``main_ppo`` in a child process, summarise it (None if it failed)."""
     from verl_ext.algorithms.presets import parse_algorithm
     from verl_ext.cpu.backend import CPUBackend
-    from verl_ext.runs import main_ppo
-    from verl_ext.runs.launch import Outputs, launch, main_ppo_arguments
+    from verl_ext.runs.launch import Outputs, launch
     from verl_ext.runs.names import run_name
     from verl_ext.runs.run import Run
     from verl_ext.tiny.assets import build_tiny_assets, default_assets_dir
@@ -112,10 +110,7 @@ def run_quickstart(
     print(f"[verl-ext] tiny assets: {assets} (built if missing)", flush=True)
     build_tiny_assets(assets)
     run = Run.from_preset(run_name(choice), choice, overrides=extra_overrides, steps=steps)
-    backend, outputs = CPUBackend(assets), Outputs(out)
-    command = main_ppo.command(main_ppo_arguments(run, backend, outputs))
-    print("[verl-ext] running verl's trainer:\n  " + shlex.join(command), flush=True)
-    result = launch(run, backend, outputs, echo=echo)
+    result = launch(run, CPUBackend(assets), Outputs(out), echo=echo, announce=True)
     if not result.ok:
         return result, None
     measurements = result.measurements
@@ -134,7 +129,7 @@ def run_quickstart(
         "peak_pss_gib": measurements.peak_pss_bytes / 2**30,
         "metrics_path": str(result.metrics_path),
         "log_path": str(result.log_path),
-        "command": command,
+        "command": list(result.command),
     }
     summary["startup_seconds"] = measurements.startup_seconds(summary["first_step_seconds"])
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -157,13 +152,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from verl_ext.checks.values import ConfigError
     from verl_ext.cpu.local_cluster import ClusterStartError
 
-    from verl_ext.runs.monitor import sigterm_as_interrupt
-
     try:
-        with sigterm_as_interrupt():  # SIGTERM stops main_ppo too, as Ctrl-C does
-            result, summary = run_quickstart(
-                args.steps, args.algorithm, args.out, args.assets, echo=not args.quiet, extra_overrides=extra
-            )
+        result, summary = run_quickstart(
+            args.steps, args.algorithm, args.out, args.assets, echo=not args.quiet, extra_overrides=extra
+        )
     except ConfigError as error:  # a topology or batch size the CPU profile cannot size: nothing was started
         print(f"[verl-ext] {error}", file=sys.stderr)
         return 2

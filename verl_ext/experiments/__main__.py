@@ -253,7 +253,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
 
     try:
         runs, environment, entry = plan(argv, environ)
-        with sigterm_as_interrupt():  # SIGTERM stops the running main_ppo too, as Ctrl-C does
+        with sigterm_as_interrupt():  # SIGTERM stops a data preparation child too, as Ctrl-C does (launch: main_ppo's)
             return launch_runs(runs, environment, entry, tools)
     except LaunchStop as stop:
         print(stop, file=sys.stderr, flush=True)

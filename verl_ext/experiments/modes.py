@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -37,7 +36,6 @@ from verl_ext.experiments.environment import RunEnvironment, folder_problem, unw
 from verl_ext.experiments.profiles import Profile, profile_named
 from verl_ext.experiments.script_runs import script_backend, script_outputs, title
 from verl_ext.run_description import write_run_description
-from verl_ext.runs import main_ppo
 from verl_ext.runs.launch import Backend, Measure, Outputs, launch, main_ppo_arguments
 from verl_ext.runs.monitor import run_and_measure
 from verl_ext.runs.run import Run
@@ -205,8 +203,7 @@ def launch_runs(runs: Sequence[Run], environment: RunEnvironment, entry: str, to
         paths.description.parent.mkdir(parents=True, exist_ok=True)
         write_run_description(paths.description, run.description(cpu_smoke=environment.smoke == "cpu"))  # whole or absent
         note(f"run {title(run, environment)}: metrics in {paths.metrics}, output in {paths.log}")
-        note(shlex.join(main_ppo.command(main_ppo_arguments(run, backend, outputs))))
-        result = launch(run, backend, outputs, echo=True, environ=tools.environ, measure=tools.measure)
+        result = launch(run, backend, outputs, echo=True, announce=True, environ=tools.environ, measure=tools.measure)
         status = result.measurements.returncode
         if status != 0:
             failed.append((run.name, status))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -62,8 +61,7 @@ def read_logged_steps(path: Path, figures: dict[str, str]) -> list[dict]:
 
 def run_smoke(args, extra: Sequence[str]) -> tuple[Optional[dict], Optional[str], dict[str, str]]:
     """Build the assets, run, and return (the run's logged steps, an error, figures for the summary)."""
-    from verl_ext.runs import main_ppo
-    from verl_ext.runs.launch import Outputs, launch, main_ppo_arguments
+    from verl_ext.runs.launch import Outputs, launch
     from verl_ext.tiny.assets import build_tiny_assets, default_assets_dir
 
     size = "gpu" if args.backend == "gpu" else "cpu"
@@ -84,9 +82,7 @@ def run_smoke(args, extra: Sequence[str]) -> tuple[Optional[dict], Optional[str]
 
         figures["device"] = "CPU backend (verl_ext.cpu: transformers rollout, float32)"
         backend, outputs = CPUBackend(assets), Outputs(out)
-    command = main_ppo.command(main_ppo_arguments(run, backend, outputs))
-    print("[verl-ext] running verl's trainer:\n  " + shlex.join(command), flush=True)
-    result = launch(run, backend, outputs, echo=not args.quiet, timeout=TIMEOUT_SECONDS)
+    result = launch(run, backend, outputs, echo=not args.quiet, announce=True, timeout=TIMEOUT_SECONDS)
     if result.peak_gpu_mib:
         figures["peak GPU memory"] = f"{result.peak_gpu_mib / 1024:.1f} GiB (all processes, nvidia-smi)"
     measurements = result.measurements
@@ -149,12 +145,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"[verl-ext] gpu-smoke needs a CUDA GPU and vLLM: {reason}. Nothing was started.\n{NO_GPU_HELP}",
                       file=sys.stderr)
                 return 2
-        from verl_ext.runs.monitor import sigterm_as_interrupt
-
         try:
-            with sigterm_as_interrupt():  # SIGTERM stops main_ppo too, as Ctrl-C does
-                steps, error, figures = run_smoke(args, extra)
-        except KeyboardInterrupt:
+            steps, error, figures = run_smoke(args, extra)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the launcher stopped main_ppo on the way out
             print("[verl-ext] interrupted: verl's trainer was stopped", file=sys.stderr)
             return 130
     summary = summarize_smoke(steps, schedule, args.steps, tolerance)

@@ -72,11 +72,6 @@ class Grid:
         if not self.points:
             raise ValueError(f"{self.name}: the grid is empty")
 
-    @property
-    def algorithms(self) -> list[AlgorithmChoice]:
-        """The grid's algorithms, each once, in order."""
-        return list(dict.fromkeys(point.algorithm for point in self.points))
-
     def choices(self) -> list[Choice]:
         """Every (point, learning rate, seed), seeds innermost."""
         rates: Sequence[Optional[float]] = self.learning_rates or (None,)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from verl_ext.metrics_file import file_logger_path, read_metrics_file
 from verl_ext.rollout_events import read_rollout_events
 from verl_ext.run_description import description_path
 from verl_ext.runs import main_ppo
-from verl_ext.runs.monitor import RunMeasurements, run_and_measure
+from verl_ext.runs.monitor import RunMeasurements, run_and_measure, sigterm_as_interrupt
 from verl_ext.runs.overrides import hydra_string, merge_overrides
 from verl_ext.runs.run import Run
 
@@ -187,6 +188,7 @@ class RunResult:
     paths: RunPaths
     wall_seconds: float
     error: Optional[str] = None
+    command: tuple[str, ...] = ()  # the child's command line (``python -m verl.trainer.main_ppo ...``)
     measurements: Optional[RunMeasurements] = None
     log_path: Optional[Path] = None  # main_ppo's output (None for a run in this process: the caller's output)
     peak_gpu_mib: Optional[float] = None  # on a GPU backend: the peak of nvidia-smi's memory used, all processes
@@ -270,6 +272,7 @@ def launch(
     outputs: Outputs,
     *,
     echo: bool = False,
+    announce: bool = False,
     timeout: Optional[float] = None,
     environ: Optional[Mapping[str, str]] = None,
     measure: Measure = run_and_measure,
@@ -277,13 +280,17 @@ def launch(
     """Run ``python -m verl.trainer.main_ppo`` for ``run`` on ``backend`` in a child process (its own Ray, or the
     cluster the backend starts around it), output in ``paths.log`` (and this process's stdout with ``echo``).
 
-    ``environ``: the environment to start from (default: this process's). A bad run (a topology or batch size the
-    backend cannot size) raises before anything starts. The child's exit status is in the result's error, never
-    raised; Ctrl-C or SIGTERM stops the child too (:func:`verl_ext.runs.monitor.run_and_measure`).
+    ``announce``: print the command line first. ``environ``: the environment to start from (default: this
+    process's). A bad run (a topology or batch size the backend cannot size) raises before anything starts. The
+    child's exit status is in the result's error, never raised; Ctrl-C or SIGTERM (turned into KeyboardInterrupt
+    here, :func:`verl_ext.runs.monitor.sigterm_as_interrupt`) stops the child and what the backend put around it,
+    then goes on up.
     """
     paths = outputs.paths(run)
     arguments = main_ppo_arguments(run, backend, outputs)  # a bad topology or batch size fails here, before Ray
     command = main_ppo.command(arguments)
+    if announce:
+        print("[verl-ext] running verl's trainer:\n  " + shlex.join(command), flush=True)
     env = {
         **(os.environ if environ is None else environ),
         **backend.environment(),
@@ -297,10 +304,10 @@ def launch(
               f"({paths.metrics.parent}/{run.name}.part{kept_part}.jsonl; verl-ext plot joins the parts)",
               file=sys.stderr, flush=True)
     started = time.perf_counter()
-    with backend.around(arguments, paths) as surroundings:
+    with sigterm_as_interrupt(), backend.around(arguments, paths) as surroundings:
         measurements = measure(command, {**env, **surroundings.environment}, paths.log, paths.metrics, echo=echo,
                                timeout=timeout, also_measure=surroundings.also_measure)
     error = None if measurements.returncode == 0 else f"main_ppo exited with status {measurements.returncode}"
     return RunResult(run=run, paths=paths, wall_seconds=time.perf_counter() - started, error=error,
-                     measurements=measurements, log_path=paths.log, peak_gpu_mib=surroundings.peak_gpu_mib,
-                     kept_part=kept_part)
+                     command=tuple(command), measurements=measurements, log_path=paths.log,
+                     peak_gpu_mib=surroundings.peak_gpu_mib, kept_part=kept_part)
