@@ -135,9 +135,9 @@ class GPURuns:
         return self.outputs.paths(self.specs[name]).run_dir / "result.json"
 
     def _overrides(self, name: str) -> list[str]:
-        from verl_ext.runs.launch import main_ppo_overrides
+        from verl_ext.runs.compose import compose
 
-        return main_ppo_overrides(self.specs[name], self.where, self.outputs)
+        return list(compose(self.specs[name], self.where, self.outputs).overrides)
 
     def _recorded(self, name: str) -> RunResult | None:
         path = self._record_path(name)
