@@ -162,8 +162,9 @@ class GPURuns:
                 self._results[name] = result.raise_for_error()
                 return self._results[name]
             result = self._recorded(name)
-            if result is None:
-                result = launch(self.specs[name], self.where, self.outputs, timeout=RUN_TIMEOUT_SECONDS)
+            if result is None:  # an earlier run's record moves aside with its files (verl_ext.runs.outputs)
+                result = launch(self.specs[name], self.where, self.outputs, timeout=RUN_TIMEOUT_SECONDS,
+                                keep_with_run=(self._record_path(name),))
                 print(f"\n[gpu run] {name}: {result.wall_seconds:.0f} s wall, exit {result.measurements.returncode}, "
                       f"log {result.log_path}")
                 result.raise_for_error()

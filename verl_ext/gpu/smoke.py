@@ -147,12 +147,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"[verl-ext] gpu-smoke needs a CUDA GPU and vLLM: {reason}. Nothing was started.\n{NO_GPU_HELP}",
                       file=sys.stderr)
                 return 2
-        from verl_ext.runs.run import RunRefused
+        from verl_ext.checks.values import ConfigError
 
         try:
             steps, error, figures = run_smoke(args, extra)
-        except RunRefused as refused:  # the key and what is allowed, last
-            print(f"[verl-ext] error: {refused}", file=sys.stderr)
+        except ConfigError as refused:  # the driver's checks refused it (RunRefused), or a topology the CPU cannot size
+            print(f"[verl-ext] error: {refused}", file=sys.stderr)  # the key and what is allowed, last
             return 2
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the launcher stopped main_ppo on the way out
             print("[verl-ext] interrupted: verl's trainer was stopped", file=sys.stderr)
