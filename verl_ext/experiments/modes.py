@@ -39,6 +39,7 @@ from verl_ext.experiments.profiles import Profile, profile_named
 from verl_ext.runs.compose import CheckedRun, ComposedRun, compose
 from verl_ext.runs.launch import ChildProcess, Measure, start
 from verl_ext.runs.monitor import run_and_measure
+from verl_ext.runs.outputs import refuse_links
 from verl_ext.runs.run import Run
 
 
@@ -148,9 +149,11 @@ def prepare_data(profile: Profile, environment: RunEnvironment, tools: Tools) ->
 def check_output_paths(composed: Sequence[ComposedRun], environment: RunEnvironment) -> None:
     """Every folder and file the runs write under ``OUTPUT_DIR`` can be written: the metrics folder and file,
     the description, the log, the checkpoint folder (LaunchStop naming OUTPUT_DIR and the path, before anything
-    runs)."""
+    runs); none of the run's files is a symbolic link (:class:`verl_ext.runs.run.RunRefused`)."""
     checked: set[Path] = set()
-    for paths in (each.paths for each in composed):
+    for each in composed:
+        paths = each.paths
+        refuse_links(each.run.name, (*paths.files(), paths.description, paths.run_dir))
         for path in (paths.metrics, paths.description, paths.log):
             if path.exists() and not path.is_file():
                 _output_stop(environment, f"{path} exists and is not a regular file")
