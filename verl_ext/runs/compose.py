@@ -33,6 +33,7 @@ import contextlib
 import copy
 import io
 import sys
+import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,16 +117,21 @@ def compose(run: Run, backend: Backend, outputs: Outputs) -> ComposedRun:
     return ComposedRun(run, backend, outputs, paths, tuple(overrides))
 
 
+_HYDRA = threading.Lock()  # Hydra's composition goes through its one global instance
+
+
 def hydra_config(config_dir: str | Path, config_name: str, overrides):
-    """The config ``main_ppo`` would receive (``@hydra.main`` with the same directory, name and overrides)."""
+    """The config ``main_ppo`` would receive (``@hydra.main`` with the same directory, name and overrides). One
+    composition at a time in a process (a launcher thread beside an in-process session)."""
     import verl  # noqa: F401  (loads the verl.plugins entry points, as every verl process does)
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        return hydra_compose(config_name=config_name, overrides=list(overrides))
+    with _HYDRA:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+            return hydra_compose(config_name=config_name, overrides=list(overrides))
 
 
 def check_as_the_driver(config) -> tuple[dict, list[str]]:
