@@ -78,7 +78,7 @@ class ComposedRun:
     def check(self) -> "CheckedRun":
         """The driver's checks on the composed config, on the backend's platform (module docstring); RunRefused."""
         try:
-            with warnings.catch_warnings():
+            with _HYDRA, warnings.catch_warnings():  # process-wide state: one check at a time
                 warnings.simplefilter("ignore")  # verl's import-time notices (missing optional engines, ...)
                 with self.backend.as_driver(self.overrides):
                     config = self.config()
@@ -117,7 +117,8 @@ def compose(run: Run, backend: Backend, outputs: Outputs) -> ComposedRun:
     return ComposedRun(run, backend, outputs, paths, tuple(overrides))
 
 
-_HYDRA = threading.Lock()  # Hydra's composition goes through its one global instance
+# Hydra's composition goes through its one global instance, a check swaps the warning filters and stdout: one at a time
+_HYDRA = threading.RLock()
 
 
 def hydra_config(config_dir: str | Path, config_name: str, overrides):
