@@ -5,7 +5,6 @@ main_ppo (minutes); a real preset run the driver would refuse is refused by the 
 process, before a child starts or a file is written."""
 
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 from verl_ext.algorithms.presets import AlgorithmChoice
 from verl_ext.runs.names import check_name, run_name
