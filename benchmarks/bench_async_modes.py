@@ -195,7 +195,8 @@ def median_of_repeats(repeats: list[dict]) -> dict:
 def bench_cpu(modes: Sequence[Mode], steps: int, scratch: Path, repeats: int = 1) -> dict[str, dict]:
     """Every mode ``repeats`` times, round-robin (mode 1, 2, ..., then again), so that a change of the machine's
     load during the benchmark spreads over the modes; per mode the repeat of median steps/s."""
-    from verl_ext.cpu.ray_session import CPURaySession, compose_run_config
+    from verl_ext.cpu.ray_session import CPURaySession
+    from verl_ext.runs.compose import compose
     from verl_ext.runs.run import Run
     from verl_ext.cpu.topology import Topology
     from verl_ext.tiny.assets import build_tiny_assets
@@ -208,7 +209,8 @@ def bench_cpu(modes: Sequence[Mode], steps: int, scratch: Path, repeats: int = 1
         for repeat in range(repeats):
             for mode in modes:
                 run = Run(f"{mode.name}_{repeat}", steps=steps, overrides=mode.overrides)
-                threshold = compose_run_config(run, scratch / "runs", assets).trainer.v1.sampler.max_off_policy_threshold
+                config = compose(run, session.backend, session.outputs).config()
+                threshold = config.trainer.v1.sampler.max_off_policy_threshold
                 load = os.getloadavg()[0]
                 result = session.run(run).raise_for_error()
                 figures = mode_figures(mode, result.steps, result.events, threshold)

@@ -53,7 +53,7 @@ LOSS_SHAPES = ("256x2048", "64x8192")
 
 def run_mode(name: str, steps: int, base: Path, assets: Path) -> dict:
     from verl_ext.algorithms.presets import parse_algorithm
-    from verl_ext.cpu.run_metrics import training_steps
+    from verl_ext.metrics_file import trained_steps
     from verl_ext.gpu.backend import GPU_PROJECT, GPUBackend
     from verl_ext.runs.launch import Outputs, launch
     from verl_ext.runs.run import Run
@@ -62,7 +62,7 @@ def run_mode(name: str, steps: int, base: Path, assets: Path) -> dict:
     result = launch(run, GPUBackend(assets), Outputs(base, project=GPU_PROJECT), timeout=20 * 60)
     if not result.ok:
         raise SystemExit(f"{name}: {result.error}; log {result.log_path}")
-    figures = mode_figures(training_steps(result.steps))
+    figures = mode_figures(trained_steps(result.steps))
     figures.update(
         startup_seconds=result.measurements.startup_seconds(figures["first_step_seconds"]),
         peak_gpu_gib=None if result.peak_gpu_mib is None else result.peak_gpu_mib / 1024,

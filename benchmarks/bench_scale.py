@@ -59,7 +59,7 @@ def parse_topology(text: str) -> tuple[int, int]:
 
 def measure(topology: tuple[int, int], steps: int, assets: Path, out: Path) -> dict:
     from verl_ext.cpu.quickstart import run_quickstart
-    from verl_ext.cpu.run_metrics import training_steps
+    from verl_ext.metrics_file import trained_steps
 
     nodes, gpus = topology
     started = time.perf_counter()
@@ -69,7 +69,7 @@ def measure(topology: tuple[int, int], steps: int, assets: Path, out: Path) -> d
     )
     if summary is None:
         raise SystemExit(f"{nodes}x{gpus}: the run failed: {result.error}; log {result.log_path}")
-    steady = training_steps(result.steps)[1:]
+    steady = trained_steps(result.steps)[1:]
     parts = {name: statistics.mean(step[key] for step in steady if key in step) for name, key in STEP_PARTS.items()}
     total = time.perf_counter() - started
     return {

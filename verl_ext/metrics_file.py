@@ -1,4 +1,8 @@
-"""verl's metrics file: where verl's file logger writes it, and the one reader every verl-ext tool uses.
+"""verl's metrics file: where verl's file logger writes it, and the one reader of what a run logged, which every
+verl-ext tool uses (the lab, ``verl-ext plot``, the smoke checks, the quickstart, the launcher's results, the
+benchmarks): the file's records (:func:`read_metrics_file`), the steps that trained (:func:`trained_steps`), a
+metric's series (:func:`metric_series`) and a run's summary (:func:`run_summary`: reward at the start and the end,
+step rate).
 
 verl's ``FileLogger`` (``verl/utils/tracking.py``, backend ``file`` of ``trainer.logger``) appends one line
 ``{"step": int, "data": {metric: value}}`` per ``Tracking.log`` call, at ``$VERL_FILE_LOGGER_PATH`` or
@@ -24,11 +28,13 @@ benchmarks:
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Optional
 
+from verl_ext import metric_names
 from verl_ext.files import open_regular
 
 # A verl record is a few KB (hundreds of metrics): 512 MiB is some 100,000 steps; more is not a metrics file
@@ -119,3 +125,38 @@ def _checked_record(record: Any, path: Path, number: int) -> tuple[int, dict[str
             except OverflowError:
                 raise MetricsFileError(f"{where}, field 'data.{name}': a number too large for a float") from None
     return step, data
+
+
+def trained_steps(steps: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of the steps that trained, in step order: those carrying ``training/global_step`` (a record of
+    validation only does not)."""
+    return sorted((step for step in steps if metric_names.GLOBAL_STEP in step), key=lambda step: step["step"])
+
+
+def metric_series(steps: Iterable[dict[str, Any]], name: str) -> list[float]:
+    """The value of ``name`` at every step that logged it, in the steps' order."""
+    return [float(step[name]) for step in steps if name in step]
+
+
+def run_summary(steps: Iterable[dict[str, Any]], reward_metric: str = metric_names.SCORE_MEAN) -> dict[str, Optional[float]]:
+    """Reward at the start and the end (mean over the first / last tenth of the trained steps, at least one), step rate.
+
+    ``steps_per_second`` is ``1 / mean(timing_s/step)`` over the steps after the first (training time only:
+    the first step also waits for verl's agent-loop and reward workers to start; it is ``first_step_seconds``).
+    """
+    trained = trained_steps(steps)
+    rewards = metric_series(trained, reward_metric)
+    step_times = metric_series(trained, metric_names.STEP_SECONDS)
+    window = max(1, len(rewards) // 10)
+    mean = lambda values: sum(values) / len(values) if values else math.nan  # noqa: E731
+    steady = step_times[1:] or step_times
+    return {
+        "steps": len(trained),
+        "first_step": trained[0]["step"] if trained else None,
+        "last_step": trained[-1]["step"] if trained else None,
+        "reward_start": mean(rewards[:window]),
+        "reward_end": mean(rewards[-window:]),
+        "first_step_seconds": step_times[0] if step_times else math.nan,
+        "seconds_per_step": mean(steady),
+        "steps_per_second": 1.0 / mean(steady) if steady else math.nan,
+    }

@@ -1,30 +1,24 @@
-"""The dry run of a run script: compose, validate and summarise a ``main_ppo`` configuration, with no GPU.
+"""The dry run: a run's config composed and checked as ``main_ppo``'s driver checks it, and summarised, with no GPU.
 
-``VERL_EXT_DRY_RUN=1 bash run_scripts/...`` checks each run with this module, given the exact arguments the script
-would give ``python -m verl.trainer.main_ppo``; one run from the shell:
+``VERL_EXT_DRY_RUN=1 bash run_scripts/...`` checks every run of the script in one process (the run scripts' modes,
+:mod:`verl_ext.experiments.modes`, through :func:`report_runs`); the lab checks its runs the same way before Ray
+starts. A run is composed by the one composition (:mod:`verl_ext.runs.compose`: the run, its backend and outputs ->
+the overrides ``main_ppo`` is given) and checked by it, on the platform the run will use (a CPU-backend run on verl's
+CPU platform): Hydra composes the config, then ``auto_set_device`` and the ``validate_config`` ``main_ppo``'s driver
+calls before Ray starts, which verl-ext's plugin joins to its own checks (:mod:`verl_ext.driver_checks`: batch
+arithmetic, topology, the ``trainer.v1.delayed_sync`` block and its mode's requirements, the loss keys,
+``algorithm.red_drop_seed``, every interpolation resolved, the trainer mode looked up in verl's registry, the custom
+reward function loaded). Then it prints the settings that matter. Nothing needs a GPU, the model or the data files.
+
+One run given as ``main_ppo``'s arguments, from the shell (checked on this process's platform, as a driver started
+here would: ``VERL_PLATFORM=cpu`` for a CPU run):
 
     python -m verl_ext.preflight --name NAME -- --config-path=DIR --config-name=rec_trainer key=value ...
-
-(a run script's grid is checked in one process by :mod:`verl_ext.experiments.modes`, through
-:func:`report_runs`).
-
-For each run it does what ``main_ppo`` does in the driver before Ray starts, and what the trainer does first:
-
-1. compose the config with Hydra from the same config directory, config name and overrides;
-2. ``auto_set_device``, verl-ext's run checks and verl's ``validate_config``, which also builds the actor config
-   and so runs verl-ext's loss checks (:mod:`verl_ext.algorithms.loss_config`): exactly what ``main_ppo``'s driver runs before
-   Ray on the real path (:func:`verl_ext.driver_checks.validate_run_config`: batch arithmetic, the
-   ``trainer.v1.delayed_sync`` block and its mode's requirements, ``algorithm.red_drop_seed``, every
-   interpolation resolved, the trainer mode looked up in verl's registry, the custom reward function loaded).
-
-Then it prints the settings that matter. Nothing needs a GPU, the model or the data files.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import sys
 import traceback
@@ -34,11 +28,14 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, TextIO
 
 from verl_ext.checks.arguments import split_at_double_dash
+from verl_ext.runs.compose import CheckedRun, ComposedRun, check_as_the_driver, error_text, hydra_config, memoised_config_files
+from verl_ext.runs.run import RunRefused
 
 
 @dataclass
 class PreflightResult:
-    """What the dry run of one run found: its settings (dotted key -> resolved value) or its error."""
+    """What the dry run of one run found: its settings (dotted key -> resolved value) or its error; ``checked``: the
+    run as checked (what the launcher starts), for a composed run."""
 
     name: str
     ok: bool
@@ -46,6 +43,7 @@ class PreflightResult:
     lines: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     error: Optional[str] = None
+    checked: Optional[CheckedRun] = field(default=None, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "ok": self.ok, "settings": self.settings, "warnings": self.warnings, "error": self.error}
@@ -59,7 +57,8 @@ class MainPPOArguments:
 
 
 def parse_main_ppo_argv(argv: Sequence[str]) -> MainPPOArguments:
-    """Split ``main_ppo``'s arguments into Hydra's config directory, config name and overrides."""
+    """Split ``main_ppo``'s arguments given on the command line into Hydra's config directory, config name and
+    overrides (the CLI's boundary: every run verl-ext starts is composed, never parsed back)."""
     config_dir: Optional[str] = None
     config_name: Optional[str] = None
     overrides: list[str] = []
@@ -99,33 +98,8 @@ def parse_main_ppo_argv(argv: Sequence[str]) -> MainPPOArguments:
 
 
 def compose(arguments: MainPPOArguments):
-    """The config ``main_ppo`` would receive (``@hydra.main`` with the same directory, name and overrides)."""
-    import verl  # noqa: F401  (loads the verl.plugins entry points, as every verl process does)
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(arguments.config_dir), version_base=None):
-        return hydra_compose(config_name=arguments.config_name, overrides=list(arguments.overrides))
-
-
-def check_as_the_driver(config) -> tuple[dict, list[str]]:
-    """The driver's checks; raises on the first failure.
-
-    :func:`verl_ext.driver_checks.validate_run_config` is the very function pair that ``main_ppo``'s driver runs
-    before Ray on the real path (it also resolves the config, looks the trainer mode up and loads the custom
-    reward function). Returns the resolved config (a plain dict) and warnings about settings that differ from
-    the papers'.
-    """
-    from verl.utils.device import auto_set_device
-
-    from verl_ext.checkpoint_backends import tolerate_unimportable_backends
-    from verl_ext.driver_checks import validate_run_config
-
-    auto_set_device(config)
-    # a GPU config checked here may name a checkpoint engine whose transport this machine lacks (nccl: cupy)
-    with contextlib.redirect_stdout(io.StringIO()), tolerate_unimportable_backends() as tolerated:  # validate_config prints
-        resolved = validate_run_config(config)
-    return resolved, warnings_for(resolved) + tolerated.notes
+    """The config ``main_ppo`` would receive for arguments given on the command line."""
+    return hydra_config(arguments.config_dir, arguments.config_name, arguments.overrides)
 
 
 def warnings_for(resolved: dict) -> list[str]:
@@ -395,73 +369,40 @@ def _staleness_line(s: dict[str, Any]) -> str:
     return text
 
 
-def _error_text(error: BaseException) -> str:
-    """The exception and its causes, innermost last (Hydra wraps the dataclass checks' errors)."""
-    parts = []
-    seen = set()
-    current: Optional[BaseException] = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        message = str(current).strip() or repr(current)
-        parts.append(f"{type(current).__name__}: {message}")
-        current = current.__cause__ or current.__context__
-    return "\n  caused by ".join(parts)
+def _summarised(name: str, resolved: dict, notes: Sequence[str], checked: Optional[CheckedRun] = None) -> PreflightResult:
+    settings, lines = summarize(resolved)
+    return PreflightResult(name=name, ok=True, settings=settings, lines=lines, warnings=warnings_for(resolved) + list(notes),
+                           checked=checked)
+
+
+def check_run(name: str, composed: ComposedRun) -> PreflightResult:
+    """Check and summarise one composed run (:meth:`verl_ext.runs.compose.ComposedRun.check`); never raises for a bad
+    configuration (see ``result.error``)."""
+    try:
+        checked = composed.check()
+    except RunRefused as refused:  # a bad run config: report it, go on with the next run
+        return PreflightResult(name=name, ok=False, error=refused.reason)
+    return _summarised(name, checked.resolved, checked.notes, checked)
 
 
 def preflight(name: str, argv: Sequence[str]) -> PreflightResult:
-    """Compose, check and summarise one run; never raises for a bad configuration (see ``result.error``)."""
+    """Compose, check and summarise one run given as ``main_ppo``'s arguments (the command line's), on this
+    process's platform; never raises for a bad configuration (see ``result.error``)."""
     try:
-        arguments = parse_main_ppo_argv(argv)
         with warnings_module.catch_warnings():
             warnings_module.simplefilter("ignore")  # verl's import-time notices (missing optional engines, ...)
-            config = compose(arguments)
-            resolved, warnings = check_as_the_driver(config)
-        settings, lines = summarize(resolved)
-    except Exception as error:  # a bad run config: report it, go on with the next run
-        return PreflightResult(name=name, ok=False, error=_error_text(error))
-    return PreflightResult(name=name, ok=True, settings=settings, lines=lines, warnings=warnings)
+            resolved, notes = check_as_the_driver(compose(parse_main_ppo_argv(argv)))
+    except Exception as error:  # a bad run config: report it
+        return PreflightResult(name=name, ok=False, error=error_text(error))
+    return _summarised(name, resolved, notes)
 
 
-@contextlib.contextmanager
-def memoised_config_files():
-    """Within the block, Hydra parses each YAML file of the config tree once (a deep copy per use).
-
-    Hydra re-reads and re-parses every file of verl's config tree (about 30) on each compose, which is most of
-    a dry run's time; in a batch of runs the files do not change. Uses Hydra's (private) config repository;
-    where that is missing, composes without the memo.
-    """
-    import copy
-
-    try:
-        from hydra._internal.config_repository import ConfigRepository
-    except ImportError:
-        yield
-        return
-    original = getattr(ConfigRepository, "load_config", None)
-    if original is None:
-        yield
-        return
-    parsed: dict = {}
-
-    def load_config(self, config_path):
-        key = (tuple(str(getattr(source, "path", source)) for source in self.sources), config_path)
-        if key not in parsed:
-            parsed[key] = original(self, config_path)
-        return copy.deepcopy(parsed[key])
-
-    ConfigRepository.load_config = load_config
-    try:
-        yield
-    finally:
-        ConfigRepository.load_config = original
-
-
-def preflight_many(runs: Sequence[tuple[str, Sequence[str]]], report=None) -> list[PreflightResult]:
-    """:func:`preflight` for each (name, argv), YAML files parsed once; ``report(result)`` after each run."""
+def preflight_many(runs: Sequence[tuple[str, ComposedRun]], report=None) -> list[PreflightResult]:
+    """:func:`check_run` for each (name, composed run), YAML files parsed once; ``report(result)`` after each."""
     results = []
     with memoised_config_files():
-        for name, argv in runs:
-            result = preflight(name, argv)
+        for name, composed in runs:
+            result = check_run(name, composed)
             results.append(result)
             if report is not None:
                 report(result)
@@ -480,19 +421,19 @@ def format_result(result: PreflightResult) -> str:
     return "\n".join(out)
 
 
-def report_runs(runs: Sequence[tuple[str, Sequence[str]]], quiet: bool = False, as_json: bool = False,
+def report_runs(runs: Sequence[tuple[str, ComposedRun]], quiet: bool = False, as_json: bool = False,
                 out: TextIO = sys.stdout) -> list[PreflightResult]:
-    """Check ``runs`` (:func:`preflight_many`), printing each result (only failures when ``quiet``) and the count.
-
-    The one report of the dry run: ``python -m verl_ext.preflight`` and the run scripts' launcher
-    (:mod:`verl_ext.experiments.modes`) print it alike.
-    """
+    """Check composed ``runs`` (:func:`preflight_many`), printing each result (only failures when ``quiet``) and the
+    count: the dry run's report, as the run scripts' launcher (:mod:`verl_ext.experiments.modes`) prints it."""
 
     def report(result: PreflightResult) -> None:
         if not (quiet and result.ok):
             print(format_result(result), file=out, flush=True)
 
-    results = preflight_many(runs, report=report)
+    return _reported(preflight_many(runs, report=report), as_json, out)
+
+
+def _reported(results: list[PreflightResult], as_json: bool, out: TextIO) -> list[PreflightResult]:
     failed = [result.name for result in results if not result.ok]
     print(f"\npreflight: {len(results) - len(failed)} of {len(results)} run configuration(s) passed"
           + (f"; failed: {', '.join(failed)}" if failed else ""), file=out, flush=True)
@@ -510,7 +451,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if not main_ppo_argv:
         parser.error("nothing to check: pass main_ppo's arguments after --")
-    results = report_runs([(args.name, main_ppo_argv)], quiet=args.quiet, as_json=args.json)
+    result = preflight(args.name, main_ppo_argv)
+    if not (args.quiet and result.ok):
+        print(format_result(result), flush=True)
+    results = _reported([result], args.json, sys.stdout)
     return 0 if all(result.ok for result in results) else 1
 
 

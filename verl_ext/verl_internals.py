@@ -212,9 +212,10 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
                  "verl_ext/checkpoint_backends.py",
                  read_in=("verl.checkpoint_engine.base:CheckpointEngineRegistry.record_import_error",)),
     VerlInternal("verl.plugin.platform.platform_manager", "_current_platform", ATTRIBUTE_WRITE,
-                 "a CPU Ray session makes the driver's platform the CPU one and restores the previous one after; "
-                 "verl's set_platform cannot restore 'not resolved yet' (None)",
-                 "verl_ext/cpu/ray_session.py CPURaySession", read_in=("verl.plugin.platform.platform_manager:get_platform",)),
+                 "a process that checks or runs a CPU run in itself (the launcher's check, a CPU Ray session) holds "
+                 "the CPU platform and restores the previous one after; verl's set_platform cannot restore 'not "
+                 "resolved yet' (None)",
+                 "verl_ext/cpu/platform.py hold_cpu_platform", read_in=("verl.plugin.platform.platform_manager:get_platform",)),
     VerlInternal("verl.workers.rollout.replica", "RolloutReplica._server_handle", ATTRIBUTE_WRITE,
                  "launch_servers stores the CPU server's handle where verl's server_handle property reads it",
                  "verl_ext/cpu/rollout_replica.py CPURolloutReplica.launch_servers", instance_attribute=True,

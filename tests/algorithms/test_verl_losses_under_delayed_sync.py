@@ -45,7 +45,7 @@ def dry_runs(tmp_path_factory):
     runs = []
     for loss in verl_losses():
         cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo", SETTING, f"{LOSS_MODE}={loss}", *NEEDS.get(loss, ()))
-        runs.append((loss, cell.main_ppo_args))
+        runs.append((loss, cell.composed))
     return {result.name: result for result in preflight.preflight_many(runs)}
 
 
@@ -70,6 +70,6 @@ def test_verls_internal_bypass_loss_is_refused_naming_what_to_use(dry_runs):
 
 def test_dro_without_its_beta_fails_in_the_driver_naming_the_key(tmp_path):
     cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo", SETTING, f"{LOSS_MODE}=dro")
-    result = preflight.preflight(cell.title, cell.main_ppo_args)
+    result = preflight.check_run(cell.title, cell.composed)
     assert not result.ok
     assert f"{DRO_BETA}=None is invalid: allowed values are a finite number > 0 with loss_mode='dro'" in result.error

@@ -119,7 +119,38 @@ def background_runs(root):
                       f"{measured.peak_pss_bytes / 2**30:.1f} GiB peak PSS")
         result, summary = quickstart.result()
         results["opmd"], results["opmd_summary"] = result.raise_for_error(), summary
+    results["refused_rerun"] = refused_rerun(root / "quickstart", assets)
     return results
+
+
+REFUSED_OVERRIDE = "actor_rollout_ref.actor.policy_loss.loss_mode=nope"
+
+
+def refused_rerun(out, assets) -> dict:
+    """The quickstart again into the finished run's folder, with a bad override (issue 28's loss): refused in this
+    process, before Ray or a child starts. What its folder held before and after, byte for byte."""
+    import hashlib
+    import time
+
+    import ray
+
+    from verl_ext.cpu.quickstart import run_quickstart
+    from verl_ext.runs.run import RunRefused
+
+    def files():
+        return {str(path.relative_to(out)): hashlib.sha256(path.read_bytes()).hexdigest()
+                for path in sorted(out.rglob("*")) if path.is_file()}
+
+    before = files()
+    started = time.perf_counter()
+    try:
+        run_quickstart(steps=STEPS, algorithm="opmd", out=out, assets=assets, echo=False,
+                       extra_overrides=(*QUICKSTART_TOPOLOGY, REFUSED_OVERRIDE))
+        refusal = None
+    except RunRefused as refused:
+        refusal = str(refused)
+    return {"before": before, "after": files(), "refusal": refusal, "seconds": time.perf_counter() - started,
+            "ray_started": ray.is_initialized()}
 
 
 @pytest.fixture(scope="module")
@@ -230,6 +261,19 @@ def test_quickstart_summary_is_measured(runs):
     assert summary["peak_pss_gib"] > 0.5 and summary["peak_rss_gib"] >= summary["peak_pss_gib"]
     assert summary["command"][1:3] == ["-m", "verl.trainer.main_ppo"]
     assert "trainer.n_gpus_per_node=2" in summary["command"] and "+ray_kwargs.ray_init.num_gpus=2" in summary["command"]
+
+
+def test_a_refused_rerun_into_the_quickstarts_folder_leaves_the_earlier_run_byte_for_byte(runs):
+    """Issue 28: a rerun with a bad override once deleted the last run's metrics and events and overwrote its log.
+    Now it is refused in the launching process (no Ray, no child, nothing written, the key on the last line) and
+    every file of the earlier run -- metrics, log, weight events, summary -- is as it was."""
+    rerun = runs["refused_rerun"]
+    assert rerun["refusal"] is not None and not rerun["ray_started"]
+    assert "loss_mode='nope' is not a registered policy loss" in rerun["refusal"].splitlines()[-1]
+    assert {"summary.json", "verl_ext_cpu/opmd.jsonl", "verl_ext_cpu/opmd/main_ppo.log",
+            "verl_ext_cpu/opmd/rollout_events.jsonl"} <= set(rerun["before"])
+    assert rerun["after"] == rerun["before"]
+    print(f"refused in {rerun['seconds']:.1f} s")
 
 
 def test_the_multi_rank_quickstart_sharded_the_actor_and_served_from_two_replicas(runs):

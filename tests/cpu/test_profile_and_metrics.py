@@ -10,10 +10,11 @@ import pytest
 
 from verl_ext.cpu.backend import CPUBackend
 from verl_ext.recipe import config_dir as recipe_config_dir
-from verl_ext.runs.launch import Outputs, main_ppo_overrides
+from verl_ext.runs.compose import compose as compose_run
+from verl_ext.runs.outputs import Outputs
 from verl_ext.runs.run import Run, verl_config_dir
 from verl_ext.cpu.profile import cpu_overrides, shell_profile
-from verl_ext.cpu.run_metrics import summarize
+from verl_ext.metrics_file import run_summary as summarize
 from verl_ext.runs.overrides import merge_overrides, override_key
 from verl_ext.metrics_file import MetricsFileError, read_metrics_file
 
@@ -37,7 +38,7 @@ def test_profile_composes_and_passes_verls_validation(tiny_assets, tmp_path, con
     run = Run("compose", config_name=config_name, overrides=overrides)
     config_dir = recipe_config_dir() if config_name == "rec_trainer" else verl_config_dir()
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        config = compose(config_name=config_name, overrides=main_ppo_overrides(run, CPUBackend(tiny_assets), Outputs(tmp_path)))
+        config = compose(config_name=config_name, overrides=list(compose_run(run, CPUBackend(tiny_assets), Outputs(tmp_path)).overrides))
     validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     assert config.actor_rollout_ref.rollout.name == "cpu"
     assert config.trainer.device == "cpu"

@@ -111,3 +111,36 @@ def test_sigterm_to_a_command_stops_its_child_as_ctrl_c_does(tmp_path):
     assert parent.wait(60) == 130
     pid = int(pid_file.read_text())
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+PARENT = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from verl_ext.runs.monitor import run_and_measure
+
+    run_and_measure([sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(120)"], None,
+                    Path(sys.argv[1]), echo=True)
+    """
+)
+
+
+def test_the_child_dies_with_its_parent_killed_by_sigkill(tmp_path):
+    """A launcher killed with ``kill -9`` runs no ``finally``: the kernel's parent-death signal stops its child (the
+    ``main_ppo`` that would otherwise go on training)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path / "log")], stdout=subprocess.PIPE, text=True)
+    child = psutil.Process(int(parent.stdout.readline()))
+    assert child.ppid() == parent.pid
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while child.is_running() and child.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE

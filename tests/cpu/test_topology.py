@@ -9,7 +9,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_ext.checks.values import ConfigError
-from verl_ext.cpu.ray_session import CPURaySession, compose_run_config
+from verl_ext.cpu.backend import CPUBackend
+from verl_ext.cpu.ray_session import CPURaySession
+from verl_ext.runs.compose import compose
+from verl_ext.runs.outputs import Outputs
 from verl_ext.runs.run import Run
 from verl_ext.cpu.profile import cpu_overrides, cpu_overrides_for, shell_profile
 from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology, check_cpu_topology
@@ -22,7 +25,7 @@ SPLIT = ("trainer.v1.trainer_mode=delayed_sync", *engine_pool_overrides(1, 1, "g
 
 
 def composed(tmp_path, tiny_assets, *overrides):
-    return compose_run_config(Run("topology", overrides=overrides), tmp_path, tiny_assets)
+    return compose(Run("topology", overrides=overrides), CPUBackend(tiny_assets), Outputs(tmp_path)).config()
 
 
 def test_topology_is_read_from_the_users_overrides_last_value_winning():

@@ -246,9 +246,9 @@ def test_zero_variance_masking_is_the_offpolicy_grpo_default_and_can_be_turned_o
 
 def test_list_names_every_profile_algorithm_setting_and_figure(capsys):
     from verl_ext.algorithms import presets as algorithms
-    from verl_ext.experiments import figures, profiles
+    from verl_ext.experiments import catalogue, profiles
 
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    for name in [*profiles.PROFILES, *algorithms.ALGORITHMS, *figures.FIGURES, "sync_interval_M_offset_N", "mixed", "reinforce"]:
+    for name in [*profiles.PROFILES, *algorithms.ALGORITHMS, *catalogue.FIGURES, "sync_interval_M_offset_N", "mixed", "reinforce"]:
         assert name in out, name

@@ -135,9 +135,9 @@ class GPURuns:
         return self.outputs.paths(self.specs[name]).run_dir / "result.json"
 
     def _overrides(self, name: str) -> list[str]:
-        from verl_ext.runs.launch import main_ppo_overrides
+        from verl_ext.runs.compose import compose
 
-        return main_ppo_overrides(self.specs[name], self.where, self.outputs)
+        return list(compose(self.specs[name], self.where, self.outputs).overrides)
 
     def _recorded(self, name: str) -> RunResult | None:
         path = self._record_path(name)
@@ -162,8 +162,9 @@ class GPURuns:
                 self._results[name] = result.raise_for_error()
                 return self._results[name]
             result = self._recorded(name)
-            if result is None:
-                result = launch(self.specs[name], self.where, self.outputs, timeout=RUN_TIMEOUT_SECONDS)
+            if result is None:  # an earlier run's record moves aside with its files (verl_ext.runs.outputs)
+                result = launch(self.specs[name], self.where, self.outputs, timeout=RUN_TIMEOUT_SECONDS,
+                                keep_with_run=(self._record_path(name),))
                 print(f"\n[gpu run] {name}: {result.wall_seconds:.0f} s wall, exit {result.measurements.returncode}, "
                       f"log {result.log_path}")
                 result.raise_for_error()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_ext.cpu.run_metrics import training_steps
+from verl_ext.metrics_file import trained_steps
 from verl_ext.metrics_file import read_metrics_file
 from verl_ext.gpu.smoke_checks import summarize_smoke
 from verl_ext.staleness.schedule import StalenessSchedule
@@ -31,7 +31,7 @@ def test_without_a_gpu_the_benchmark_is_skipped_with_its_reason():
 def test_mode_figures_from_a_real_run():
     import bench_gpu
 
-    steps = training_steps(read_metrics_file(RUN).steps)
+    steps = trained_steps(read_metrics_file(RUN).steps)
     figures = bench_gpu.mode_figures(steps)
     smoke = summarize_smoke(steps, StalenessSchedule(3, 1), len(steps))
     assert figures["seconds_per_step"] == pytest.approx(smoke.seconds_per_step)

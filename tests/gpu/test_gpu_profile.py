@@ -13,7 +13,8 @@ from verl_ext import preflight
 from verl_ext.runs.overrides import override_key
 from verl_ext.gpu.device import gpu_unavailable_reason
 from verl_ext.gpu.backend import GPU_PROJECT, GPUBackend
-from verl_ext.runs.launch import Outputs, main_ppo_arguments
+from verl_ext.runs.compose import compose
+from verl_ext.runs.launch import Outputs
 from verl_ext.gpu.profile import (
     RUN_OVERRIDE_REASONS,
     SMOKE_OVERRIDE_REASONS,
@@ -35,10 +36,10 @@ def test_gpu_runs_compose_and_pass_verls_checks(tiny_gpu_assets, tmp_path):
     runs = [("gpu-smoke", smoke_run(10, 3, 1, "rec_oneside_nois"))] + [
         (name, specs[name]) for name in ("offline_red_drop", "offpolicy_grpo")]
     backend, outputs = GPUBackend(tiny_gpu_assets), Outputs(tmp_path, project=GPU_PROJECT)
-    results = preflight.preflight_many([(name, main_ppo_arguments(run, backend, outputs)) for name, run in runs])
+    results = preflight.preflight_many([(name, compose(run, backend, outputs)) for name, run in runs])
     assert all(result.ok for result in results), {result.name: result.error for result in results if not result.ok}
     result = results[0]
-    argv = main_ppo_arguments(runs[0][1], backend, outputs)
+    argv = compose(runs[0][1], backend, outputs).arguments
     s = result.settings
     assert (s["actor_rollout_ref.rollout.name"], s["trainer.n_gpus_per_node"], s["trainer.nnodes"]) == ("vllm", 1, 1)
     assert s["actor_rollout_ref.model.path"] == str(tiny_gpu_assets / "model")
@@ -94,12 +95,12 @@ MOVED = {"trainer.default_local_dir", "ray_kwargs.ray_init.runtime_env.env_vars.
 
 @pytest.fixture(scope="module")
 def queued(tmp_path_factory):
-    """{script: ({title: argv} of its plain run, {title: argv} under VERL_EXT_GPU_SMOKE=1)}, planned by the
+    """{script: ({title: planned run} of its plain run, {title: planned run} under VERL_EXT_GPU_SMOKE=1)}, planned by the
     launcher the scripts exec (no Python composition yet); the plain run only for the scripts of COMPOSED."""
     tmp_path = tmp_path_factory.mktemp("gpu_smoke_plans")
 
     def runs(script, **env):
-        return {cell.title: cell.main_ppo_args for cell in planned_runs(tmp_path, "figure", FIGURE_GRIDS[script][0], **env)}
+        return {cell.title: cell for cell in planned_runs(tmp_path, "figure", FIGURE_GRIDS[script][0], **env)}
 
     return {
         script: (runs(script) if script in COMPOSED else None, runs(script, VERL_EXT_GPU_SMOKE="1"))
@@ -120,14 +121,14 @@ def test_gpu_smoke_of_every_run_swaps_only_model_data_and_the_listed_settings(qu
     for script, (plain, gpu_smoke) in queued.items():
         project, grid = FIGURE_GRIDS[script]
         assert sorted(gpu_smoke) == sorted(f"{project}/{label}-{setting} (gpu smoke)" for label, setting in grid), script
-        for name, argv in gpu_smoke.items():
-            after = _values(argv)
+        for name, cell in gpu_smoke.items():
+            after = _values(cell.main_ppo_args)
             assert {key: after[key] for key in smoke} == smoke, name
             assert {key: after[key] for key in SMOKE_CAPS} == SMOKE_CAPS, name
             assert "/gpu-smoke/" in after["trainer.default_local_dir"], name
             total += 1
             if plain is not None:
-                before = _values(plain[name.removesuffix(" (gpu smoke)")])
+                before = _values(plain[name.removesuffix(" (gpu smoke)")].main_ppo_args)
                 changed = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
                 assert changed <= set(smoke) | set(SMOKE_CAPS) | MOVED, (name, sorted(changed - set(smoke) - set(SMOKE_CAPS) - MOVED))
     assert total == sum(len(grid) for _, grid in FIGURE_GRIDS.values())
@@ -135,13 +136,13 @@ def test_gpu_smoke_of_every_run_swaps_only_model_data_and_the_listed_settings(qu
 
 def test_gpu_smoke_composes_and_keeps_the_scripts_gpu_settings(queued):
     """One run per profile through the dry run's checks (Hydra, validate_config, verl-ext's checks)."""
-    runs = [(f"{name} (gpu smoke)", queued[script][1][f"{project}/{name} (gpu smoke)"])
+    runs = [(f"{name} (gpu smoke)", queued[script][1][f"{project}/{name} (gpu smoke)"].composed)
             for script, name in COMPOSED.items() for project in [FIGURE_GRIDS[script][0]]]
     results = preflight.preflight_many(runs)
     failed = {result.name: result.error for result in results if not result.ok}
     assert not failed, failed
     for (script, name), result in zip(COMPOSED.items(), results):
-        plain = _values(queued[script][0][f"{FIGURE_GRIDS[script][0]}/{name}"])
+        plain = _values(queued[script][0][f"{FIGURE_GRIDS[script][0]}/{name}"].main_ppo_args)
         s = result.settings
         assert s["actor_rollout_ref.model.path"] == str(REPO / "assets" / "tiny-gpu" / "model")
         assert (s["trainer.n_gpus_per_node"], s["actor_rollout_ref.rollout.tensor_model_parallel_size"]) == (1, 1)

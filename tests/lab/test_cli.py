@@ -7,7 +7,8 @@ import pytest
 from tests.lab.synthetic import step_records, write_jsonl
 from verl_ext.lab.cli import build_parser, lab_main, parse_seeds, resolve_runs
 from verl_ext.staleness.setting import OFFLINE, parse_setting
-from verl_ext.lab.grids import GRIDS, SYNC_INTERVAL_20, SYNC_OFFSET_10
+from verl_ext.experiments.catalogue import FINDINGS as GRIDS
+from verl_ext.experiments.catalogue import SYNC_INTERVAL_20, SYNC_OFFSET_10
 from verl_ext.lab.runner import LabPaths, assets_fingerprint, last_reward, logged_training_steps
 
 

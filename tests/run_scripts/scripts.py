@@ -8,7 +8,7 @@ REPO = Path(__file__).resolve().parents[2]
 RUN_SCRIPTS = REPO / "run_scripts"
 
 # Every figure script, with its project (metrics folder) and its grid: (run label, setting) per run. Written out
-# by hand (not read from verl_ext/experiments/figures.py) so that a changed grid or run name fails here.
+# by hand (not read from verl_ext/experiments/catalogue.py) so that a changed grid or run name fails here.
 FIGURE2_SETTINGS = ("sync_interval_20", "sync_offset_10", "offline")
 REC_ONESIDE = ("rec_reinforce", "grpo", "rec_oneside_is", "rec_oneside_nois", "rec_oneside_is@0.6_2", "rec_oneside_nois@0.6_2")
 FIGURE_GRIDS = {
@@ -76,20 +76,18 @@ def run_script(script: str, *args: str, env: dict[str, str], timeout: float = 12
 
 class PlannedRun:
     """A run the run scripts' launcher would start (a :class:`verl_ext.runs.run.Run`, whose fields it shows), with
-    what the tests read of it: its title, the arguments the launcher gives ``main_ppo`` (on the mode's backend),
-    where it writes, and its profile."""
+    what the tests read of it: its title, the run composed on the mode's backend (what the dry run checks and the
+    launcher starts) and the arguments that gives ``main_ppo``, where it writes, and its profile."""
 
     def __init__(self, run, environment):
         from verl_ext.experiments.profiles import profile_named
-        from verl_ext.experiments.script_runs import script_backend, script_outputs, title
-        from verl_ext.runs.launch import main_ppo_arguments
+        from verl_ext.runs.compose import compose
 
-        outputs = script_outputs(environment)
-        paths = outputs.paths(run)
         self.run = run
-        self.title = title(run, environment)
-        self.main_ppo_args = main_ppo_arguments(run, script_backend(environment), outputs)
-        self.metrics_file, self.checkpoints = paths.metrics, paths.checkpoints
+        self.title = environment.title(run)
+        self.composed = compose(run, environment.backend(), environment.run_outputs())
+        self.main_ppo_args = self.composed.arguments
+        self.metrics_file, self.checkpoints = self.composed.paths.metrics, self.composed.paths.checkpoints
         self.profile = profile_named(run.profile)
 
     def __getattr__(self, name):

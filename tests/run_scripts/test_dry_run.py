@@ -124,7 +124,7 @@ def covering(cells):
 
 
 def check(chosen):
-    results = preflight.preflight_many([(cell.title, cell.main_ppo_args) for _, cell in chosen])
+    results = preflight.preflight_many([(cell.title, cell.composed) for _, cell in chosen])
     failed = {result.name: result.error for result in results if not result.ok}
     assert not failed, "\n".join(f"{name}: {error}" for name, error in failed.items())
     assert not [result.warnings for result in results if result.warnings]
@@ -263,11 +263,11 @@ def test_algorithms_and_settings_reach_verls_config(checked):
 def test_a_bad_override_fails_the_dry_run_naming_the_key(tmp_path):
     cell, = planned_runs(tmp_path, "run", "gsm8k", "rec_ring_nois", "sync_offset_10",
                           "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high=0.1")
-    result = preflight.preflight(cell.title, cell.main_ppo_args)
+    result = preflight.check_run(cell.title, cell.composed)
     assert not result.ok
     assert "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high=0.1" in result.error
     cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo", "data.train_batch_size=95")
-    result = preflight.preflight(cell.title, cell.main_ppo_args)
+    result = preflight.check_run(cell.title, cell.composed)
     assert not result.ok and "data.train_batch_size=95" in result.error and "ppo_mini_batch_size=96" in result.error
     assert preflight.main(["--name", "bad", "--quiet", "--", *cell.main_ppo_args]) == 1
 
@@ -305,11 +305,11 @@ def test_memoised_composition_equals_hydras(tmp_path):
 
 def test_zero_variance_masking_outside_delayed_sync_fails_the_dry_run(tmp_path):
     cell, = planned_runs(tmp_path, "run", "gsm8k", "offpolicy_grpo", "trainer.v1.trainer_mode=sync", ZERO_VARIANCE_MASKING="1")
-    result = preflight.preflight(cell.title, cell.main_ppo_args)
+    result = preflight.check_run(cell.title, cell.composed)
     assert not result.ok and ("zero_variance_masking=True is invalid: allowed values are false outside "
                               "trainer.v1.trainer_mode=delayed_sync") in result.error
     cell, = planned_runs(tmp_path, "run", "gsm8k", "offpolicy_grpo", ZERO_VARIANCE_MASKING="1")
-    result = preflight.preflight(cell.title, cell.main_ppo_args)
+    result = preflight.check_run(cell.title, cell.composed)
     assert result.ok, result.error
     assert ("zero-variance masking", "on (delayed_sync: equal-reward groups leave the batch, no refill)") in result.lines
 
@@ -319,15 +319,15 @@ def test_the_dry_run_shows_the_seeds_and_rejects_a_bad_rollout_seed_of_the_seede
 
     seeded = f"actor_rollout_ref.rollout.agent.default_agent_loop={SEEDED_AGENT_LOOP}"
     cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo", seeded, "actor_rollout_ref.rollout.seed=7")
-    result = preflight.preflight(cell.title, cell.main_ppo_args)
+    result = preflight.check_run(cell.title, cell.composed)
     assert result.ok, result.error
     seeds = dict(result.lines)["seeds"]
     assert "actor_rollout_ref.rollout.seed=7" in seeds and "each request seeded from rollout.seed" in seeds
     cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo")
-    assert "the engine's own (single_turn_agent" in dict(preflight.preflight(cell.title, cell.main_ppo_args).lines)["seeds"]
+    assert "the engine's own (single_turn_agent" in dict(preflight.check_run(cell.title, cell.composed).lines)["seeds"]
     for bad, allowed in (("actor_rollout_ref.rollout.seed=-1", "an integer >= 0"), ("trainer.use_v1=false", "use_v1=false")):
         cell, = planned_runs(tmp_path, "run", "gsm8k", "grpo", seeded, bad)
-        result = preflight.preflight(cell.title, cell.main_ppo_args)
+        result = preflight.check_run(cell.title, cell.composed)
         assert not result.ok and allowed in result.error, result.error
 
 
@@ -353,7 +353,7 @@ def test_one_run_of_each_profile_passes_the_dry_run_on_a_cluster(tmp_path, cells
     for project, label, setting in chosen.values():
         cell, = planned_runs(tmp_path, "figure", project, ALGORITHMS=label.split("-")[0], SETTINGS=setting,
                               **environment)
-        runs.append((cell.title, cell.main_ppo_args))
+        runs.append((cell.title, cell.composed))
     assert len(runs) == 6
     results = preflight.preflight_many(runs)
     failed = {result.name: result.error for result in results if not result.ok}
@@ -370,7 +370,7 @@ def test_a_world_size_that_stops_dividing_fails_the_dry_run_naming_the_key(tmp_p
     results = {}
     for nodes in ("5", "8"):
         cell, = planned_runs(tmp_path, "figure", "guru-figure12", NNODES=nodes, ALGORITHMS="rec_gspo_is@0.0006_0.0008")
-        results[nodes] = preflight.preflight(cell.title, cell.main_ppo_args)
+        results[nodes] = preflight.check_run(cell.title, cell.composed)
     assert results["8"].ok, results["8"].error
     assert not results["5"].ok
     assert "data.train_batch_size=72" in results["5"].error and "40" in results["5"].error, results["5"].error

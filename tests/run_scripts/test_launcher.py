@@ -55,7 +55,7 @@ def test_a_figure_script_reaches_the_real_launcher(tmp_path, no_gpus):
 def test_the_bash_entry_points_are_thin():
     """Every figure script, run.sh and sweep.sh execs the launcher; no bash launcher is left to drift."""
     scripts = sorted(RUN_SCRIPTS.glob("*/figure*.sh")) + [RUN_SCRIPTS / "gsm8k" / name for name in ("offpolicy_grpo.sh", "high_staleness.sh")]
-    from verl_ext.experiments.figures import FIGURES
+    from verl_ext.experiments.catalogue import FIGURES
 
     assert sorted(str(path.relative_to(RUN_SCRIPTS.parent)) for path in scripts) == sorted(f.script for f in FIGURES.values())
     for path in [*scripts, RUN_SCRIPTS / "run.sh", RUN_SCRIPTS / "sweep.sh"]:

@@ -1,27 +1,28 @@
 """The one launcher: the layers of main_ppo's overrides (a backend's under and over the run's, names, paths last),
-where a run writes in each layout, what an earlier run of the same name leaves, the child's environment and the
-result; the CPU and GPU backends' forms. The child process is replaced where it would be main_ppo (minutes);
-one real main_ppo child is started, refused by its driver before Ray."""
+where a run writes in each layout, what an earlier run of the same name leaves (kept, never lost), the child's
+environment and the result; the CPU and GPU backends' forms. The child process is replaced where it would be
+main_ppo (minutes); a real preset run the driver would refuse is refused by the launcher's own check, in this
+process, before a child starts or a file is written."""
 
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.recipe_config import MINIMAL_RUN_OVERRIDES
 from verl_ext.algorithms.presets import parse_algorithm
+from verl_ext.runs.compose import compose
 from verl_ext.runs.launch import (
     HARNESS_DEFAULTS,
     LOGGER_PATH_KEY,
     SMOKE_CAPS,
     Backend,
     Outputs,
+    RunRefused,
     Surroundings,
     launch,
-    main_ppo_arguments,
-    main_ppo_overrides,
-    prepare_run_dir,
 )
 from verl_ext.runs.monitor import RunMeasurements
+from verl_ext.runs.outputs import prepare_run_folder
 from verl_ext.runs.overrides import override_key
 from verl_ext.runs.run import Run
 from verl_ext.staleness.setting import Setting
@@ -51,10 +52,21 @@ class Layered(Backend):
         return surround()
 
 
+class Checkable(Layered):
+    """Layered, with layers of real config keys: its runs pass the driver's checks."""
+
+    def before(self, run, paths):
+        return ["trainer.test_freq=5", "trainer.save_freq=-1", "trainer.experiment_name=from_before"]
+
+    def after(self, run):
+        return ["trainer.val_before_train=False"]
+
+
 def test_the_overrides_are_the_backends_then_names_then_the_runs_then_the_backends_then_the_paths(tmp_path):
     run = Run("r", overrides=("shared.key=run", "shared.after=run", "trainer.default_local_dir=/elsewhere"), steps=3,
               project="proj")
-    overrides = main_ppo_overrides(run, Layered(), Outputs(tmp_path))
+    composed = compose(run, Layered(), Outputs(tmp_path))
+    overrides = list(composed.overrides)
     value = {override_key(item): item.split("=", 1)[1] for item in overrides}
     assert value["shared.key"] == "run"  # the run's overrides win over what the backend puts under them
     assert value["shared.after"] == "after"  # what the backend puts over them wins
@@ -63,7 +75,8 @@ def test_the_overrides_are_the_backends_then_names_then_the_runs_then_the_backen
     paths = Outputs(tmp_path).paths(run)
     assert value["trainer.default_local_dir"] == str(paths.checkpoints)  # the paths come last
     assert value[override_key(LOGGER_PATH_KEY)] == str(paths.metrics) and overrides[-1].startswith(LOGGER_PATH_KEY)
-    arguments = main_ppo_arguments(run, Layered(), Outputs(tmp_path))
+    assert composed.paths == paths  # computed once, by the composition
+    arguments = composed.arguments
     assert arguments[:2] == [f"--config-path={run.resolved_config_dir()}", f"--config-name={run.config_name}"]
     assert arguments[2:] == overrides
 
@@ -87,23 +100,62 @@ def test_where_a_run_writes_in_each_layout(tmp_path):
         Outputs(tmp_path, layout="flat")
 
 
-def test_an_earlier_run_of_the_same_name_is_cleared_or_kept_as_a_part(tmp_path):
+def test_an_earlier_run_of_the_same_name_is_kept_aside_or_as_a_part(tmp_path):
     harness = Outputs(tmp_path).paths(Run("x"))
     harness.run_dir.mkdir(parents=True)
     harness.metrics.write_text('{"step": 1}\n')
     harness.events.write_text('{"event": "sleep"}\n')
-    assert prepare_run_dir(harness) is None
+    summary = tmp_path / "summary.json"
+    summary.write_text("{}\n")
+    kept = prepare_run_folder("x", harness, keep_with_run=(summary,))
     assert not harness.metrics.exists() and not harness.events.exists()  # the harness reads back this run's only
+    assert kept.folder == harness.run_dir / "earlier" / "1" and not summary.exists()  # kept whole, with its summary
+    assert (kept.folder / "x.jsonl").read_text() == '{"step": 1}\n'
+    assert (kept.folder / "rollout_events.jsonl").read_text() == '{"event": "sleep"}\n'
+    assert (kept.folder / "summary.json").read_text() == "{}\n"
+    harness.metrics.write_text('{"step": 2}\n')
+    assert prepare_run_folder("x", harness).folder == harness.run_dir / "earlier" / "2"  # the first never replaced
+    assert prepare_run_folder("x", harness) is None  # nothing earlier
 
     scripts = Outputs(tmp_path, layout="scripts").paths(Run("x", project="p"))
-    assert prepare_run_dir(scripts) is None  # nothing earlier
+    assert prepare_run_folder("x", scripts) is None  # nothing earlier
     for number in (1, 2):
         scripts.metrics.write_text(f'{{"step": {number}}}\n')
         scripts.log.write_text(f"log {number}\n")
-        assert prepare_run_dir(scripts) == number
+        assert prepare_run_folder("x", scripts).part == number
         assert scripts.metrics.with_name(f"x.part{number}.jsonl").read_text() == f'{{"step": {number}}}\n'
         assert scripts.log.with_name(f"x.part{number}.log").read_text() == f"log {number}\n"
         assert not scripts.metrics.exists() and not scripts.log.exists()
+
+
+@pytest.mark.parametrize("linked", ["log", "metrics", "summary"])
+def test_a_run_file_that_is_a_link_is_refused_and_nothing_moves(tmp_path, linked):
+    """Never written through, never moved: someone else's file behind a link stays as it was."""
+    paths = Outputs(tmp_path).paths(Run("x"))
+    paths.run_dir.mkdir(parents=True)
+    paths.metrics.write_text('{"step": 1}\n')
+    theirs = tmp_path / "theirs.txt"
+    theirs.write_text("not verl-ext's\n")
+    summary = tmp_path / "summary.json"
+    target = {"log": paths.log, "metrics": paths.metrics, "summary": summary}[linked]
+    target.unlink(missing_ok=True)
+    target.symlink_to(theirs)
+    with pytest.raises(RunRefused, match=f"{target} is a symbolic link"):
+        prepare_run_folder("x", paths, keep_with_run=(summary,))
+    assert theirs.read_text() == "not verl-ext's\n" and target.is_symlink()
+    assert not (paths.run_dir / "earlier").exists()
+
+
+def test_the_child_log_is_never_written_through_a_link(tmp_path):
+    from verl_ext.runs.monitor import run_and_measure
+
+    theirs = tmp_path / "theirs.txt"
+    theirs.write_text("not verl-ext's\n")
+    log = tmp_path / "main_ppo.log"
+    log.symlink_to(theirs)
+    with pytest.raises(OSError):
+        run_and_measure([sys.executable, "-c", "print('hello')"], {}, log)
+    assert theirs.read_text() == "not verl-ext's\n"
 
 
 def test_launch_starts_main_ppo_with_the_backends_environment_and_reports_its_status(tmp_path, capsys):
@@ -119,11 +171,11 @@ def test_launch_starts_main_ppo_with_the_backends_environment_and_reports_its_st
                     also=also_measure(), sigterm=signal.getsignal(signal.SIGTERM))
         return RunMeasurements(5, 1.0, 0, 0, 0.0, None, None)
 
-    run = Run("r", steps=2)
+    run = Run("r", steps=2, overrides=MINIMAL_RUN_OVERRIDES)  # checked for real, in this process
     outputs = Outputs(tmp_path)
-    result = launch(run, Layered(), outputs, echo=True, announce=True, timeout=9, environ={"DROPPED": "x", "KEPT": "y"},
-                    measure=measure)
-    assert seen["command"] == [sys.executable, "-m", "verl.trainer.main_ppo", *main_ppo_arguments(run, Layered(), outputs)]
+    result = launch(run, Checkable(), outputs, echo=True, announce=True, timeout=9,
+                    environ={"DROPPED": "x", "KEPT": "y"}, measure=measure)
+    assert seen["command"] == [sys.executable, "-m", "verl.trainer.main_ppo", *compose(run, Checkable(), outputs).arguments]
     assert result.command == tuple(seen["command"])
     assert f"[verl-ext] running verl's trainer:\n  {sys.executable} -m verl.trainer.main_ppo" in capsys.readouterr().out
     # while the child runs SIGTERM stops it as Ctrl-C does; the caller's handler comes back after
@@ -136,6 +188,7 @@ def test_launch_starts_main_ppo_with_the_backends_environment_and_reports_its_st
     assert (seen["log"], seen["echo"], seen["timeout"], seen["also"]) == (paths.log, True, 9, [1])
     assert not result.ok and result.error == "main_ppo exited with status 5"
     assert result.peak_gpu_mib == 42.0 and result.log_path == paths.log and result.kept_part is None
+    assert result.overrides == compose(run, Checkable(), outputs).overrides
     assert result.steps == [] and result.events == []
     with pytest.raises(RuntimeError, match=f"run 'r' failed: main_ppo exited with status 5; log: {paths.log}"):
         result.raise_for_error()
@@ -157,7 +210,7 @@ def test_the_cpu_backend_puts_its_profile_under_a_cpu_run_and_over_a_run_scripts
     assert before[: len(cpu_overrides_for(assets, run.overrides))] == cpu_overrides_for(assets, run.overrides)
     assert [item for item in HARNESS_DEFAULTS if item in before] == list(HARNESS_DEFAULTS)
     assert f"{EVENT_LOG_KEY}={paths.events}" in before
-    final = main_ppo_overrides(run, harness, Outputs(tmp_path))
+    final = compose(run, harness, Outputs(tmp_path)).overrides
     assert "trainer.save_freq=2" in final and "trainer.save_freq=-1" not in final  # the run's own wins
 
     smoke = CPUBackend(assets, smoke=True, split=True)
@@ -165,7 +218,7 @@ def test_the_cpu_backend_puts_its_profile_under_a_cpu_run_and_over_a_run_scripts
     split = engine_pool_overrides(1, 1, CPU_BACKEND)
     topology = Topology.from_overrides([*run.overrides, *split])
     assert smoke.after(run) == [*cpu_overrides(assets, topology=topology), *split, *SMOKE_CAPS]
-    assert "trainer.save_freq=-1" in main_ppo_overrides(run, smoke, Outputs(tmp_path))  # the smoke's caps win
+    assert "trainer.save_freq=-1" in compose(run, smoke, Outputs(tmp_path)).overrides  # the smoke's caps win
 
 
 def test_the_gpu_backend_unsets_a_cpu_platform_and_has_the_same_two_forms(tmp_path):
@@ -181,15 +234,19 @@ def test_the_gpu_backend_unsets_a_cpu_platform_and_has_the_same_two_forms(tmp_pa
     assert smoke.before(run, paths) == [] and smoke.after(run) == [*gpu_smoke_overrides(assets), *SMOKE_CAPS]
 
 
-def test_a_real_main_ppo_child_refused_by_its_driver_ends_in_the_result_with_its_log(tmp_path, tiny_assets):
+def test_a_run_the_driver_would_refuse_is_refused_before_a_child_starts_or_a_file_is_written(tmp_path, tiny_assets):
     """The whole path, for real: a preset's run on the CPU backend whose batch does not divide (the driver refuses
-    it before Ray starts), through ``python -m verl.trainer.main_ppo`` in a child process."""
+    it before Ray starts): the launcher's own check refuses it in this process, naming the key, with no child
+    started and nothing written."""
     from verl_ext.cpu.backend import CPUBackend
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("a child process was started")
 
     run = Run.from_preset("refused", parse_algorithm("rec_oneside_nois"), Setting(3, 1),
                           overrides=("actor_rollout_ref.actor.ppo_mini_batch_size=3",), steps=2)
-    result = launch(run, CPUBackend(tiny_assets), Outputs(tmp_path), timeout=300)
-    assert not result.ok and result.error.startswith("main_ppo exited with status ")
-    log = Path(result.log_path).read_text()
-    assert "data.train_batch_size=8 is invalid: allowed values are a multiple of actor_rollout_ref.actor.ppo_mini_batch_size=3" in log
-    assert result.steps == [] and not result.metrics_path.exists()
+    with pytest.raises(RunRefused) as refused:
+        launch(run, CPUBackend(tiny_assets), Outputs(tmp_path), timeout=300, measure=no_child)
+    lines = str(refused.value).splitlines()
+    assert "data.train_batch_size=8 is invalid: allowed values are a multiple of actor_rollout_ref.actor.ppo_mini_batch_size=3" in lines[-1]
+    assert list(tmp_path.iterdir()) == []  # not even the project's folder

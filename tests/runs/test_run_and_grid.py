@@ -104,11 +104,17 @@ def test_a_grid_runs_points_times_learning_rates_times_seeds_seeds_innermost():
 
 def test_a_grid_builds_its_runs_and_refuses_two_that_would_share_a_name():
     grid = Grid("g", points([parse_algorithm("grpo")], [ON_POLICY]), learning_rates=(1e-3,), seeds=(0, 1))
-    runs = grid.runs(lambda point, rate, seed: Run.from_preset(
-        run_name(point.algorithm, point.setting, rate, seed=seed), point.algorithm, point.setting, learning_rate=rate, seed=seed))
+    runs = grid.runs(("base.key=1",), ("between.key=2",), project="proj", profile="prof")
     assert [run.name for run in runs] == ["grpo-lr0.001-on_policy-seed0", "grpo-lr0.001-on_policy-seed1"]
+    assert runs[1] == Run.from_preset("grpo-lr0.001-on_policy-seed1", parse_algorithm("grpo"), ON_POLICY,
+                                      base=("base.key=1",), learning_rate=1e-3, seed=1, overrides=("between.key=2",),
+                                      project="proj", profile="prof")
+    twice = Grid("g", points([parse_algorithm("grpo")] * 2, [ON_POLICY]))
     with pytest.raises(ValueError, match="grid g would run grpo-on_policy twice"):
-        grid.runs(lambda point, rate, seed: Run(run_name(point.algorithm, point.setting)))
+        twice.runs()
+    with pytest.raises(ValueError, match="g: EXPERIMENT_NAME='one' names 2 runs the same"):
+        grid.runs(name="one", named_by="EXPERIMENT_NAME")
+    assert [run.name for run in grid.runs(prefix="p")] == ["p-grpo-lr0.001-on_policy-seed0", "p-grpo-lr0.001-on_policy-seed1"]
     with pytest.raises(ValueError, match="empty"):
         Grid("empty", ())
     assert Point(parse_algorithm("grpo"), ON_POLICY).learning_rate_factor == 1.0

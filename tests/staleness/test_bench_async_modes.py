@@ -18,14 +18,16 @@ from verl_ext.staleness.config import delayed_sync_config_from, engine_on_own_po
 
 def test_every_mode_passes_the_drivers_checks(tmp_path):
     """Composed as the benchmark's session composes them (the CPU profile, then the mode's overrides)."""
-    from verl_ext.cpu.ray_session import compose_run_config
+    from verl_ext.cpu.backend import CPUBackend
+    from verl_ext.runs.compose import compose
+    from verl_ext.runs.outputs import Outputs
     from verl_ext.runs.run import Run
 
     names = [mode.name for mode in bench.MODES]
     assert names == ["verl_sync", "verl_colocate_async", "verl_separate_async", "delayed_1_1", "delayed_1_1_overlap",
                      "delayed_1_1_split", "delayed_1_1_split_overlap"]
     for mode in bench.MODES:
-        config = compose_run_config(Run(mode.name, overrides=mode.overrides), tmp_path, tmp_path / "assets")
+        config = compose(Run(mode.name, overrides=mode.overrides), CPUBackend(tmp_path / "assets"), Outputs(tmp_path)).config()
         validate_run_config(config)
         if mode.schedule is not None:
             block = delayed_sync_config_from(config)

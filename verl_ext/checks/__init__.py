@@ -10,7 +10,7 @@
 
 Who uses them: :mod:`verl_ext.driver_checks` (the checks of a whole ``main_ppo`` config that verl does not run
 for us, joined to verl's ``validate_config`` in the driver before Ray starts; the dry run,
-:func:`verl_ext.preflight.check_as_the_driver`, calls the same function) and each command's parser.
+:func:`verl_ext.runs.compose.check_as_the_driver`, calls the same function) and each command's parser.
 
 Rules that belong to one concept live with it, and the driver's checks call them there: the staleness setting
 (:func:`verl_ext.staleness.setting.check_setting`), the ``trainer.v1.delayed_sync`` block and its mode's

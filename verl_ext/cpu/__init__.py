@@ -12,9 +12,9 @@
 - :mod:`~verl_ext.cpu.local_cluster` -- a Ray cluster of several nodes on this machine (``trainer.nnodes > 1``);
 - :mod:`~verl_ext.cpu.backend` -- the CPU backend of the one launcher (:mod:`verl_ext.runs.launch`: a child
   process, a local cluster around it when the run has several nodes);
-- :mod:`~verl_ext.cpu.ray_session` -- several runs in this process, sharing one Ray start-up (the lab, the tests);
-- :mod:`~verl_ext.cpu.run_metrics`, :mod:`~verl_ext.cpu.run_comparison` -- what a run logged, summarised and
-  compared with another;
+- :mod:`~verl_ext.cpu.ray_session` -- several runs in this process, sharing one Ray start-up: the launcher's
+  in-process executor (the lab, the tests);
+- :mod:`~verl_ext.cpu.run_comparison` -- what a run logged compared with another, number for number;
 - :mod:`~verl_ext.cpu.sharded_checkpoint` -- the actor's weights in verl's sharded checkpoint, joined;
 - :mod:`~verl_ext.cpu.quickstart` -- the README's main job.
 

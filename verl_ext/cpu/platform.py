@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import resource
 import sys
+import threading
 import types
 from contextlib import contextmanager
 from typing import Any, Optional
@@ -185,3 +186,39 @@ def is_cpu_platform_selected() -> bool:
     singleton before verl itself resolves it.
     """
     return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM_NAME
+
+
+_hold_lock = threading.Lock()
+_holders = 0
+_held_from: Any = None
+
+
+@contextmanager
+def hold_cpu_platform():
+    """Within the block, this process's verl platform is the CPU one, whatever it had resolved to (or not yet);
+    the previous one comes back when the last holder leaves (nested and concurrent holders share one hold).
+
+    verl resolves its platform once per process. A CPU run's driver resolves the CPU platform (``VERL_PLATFORM=cpu``,
+    the CPU profile's environment); a process that checks or runs a CPU run in itself (the launcher's check,
+    :meth:`verl_ext.cpu.backend.CPUBackend.platform`; the in-process session, :mod:`verl_ext.cpu.ray_session`) must
+    hold the same one, else ``auto_set_device`` turns ``trainer.device`` into ``cuda`` and the CPU-topology checks
+    are skipped. verl's ``set_platform`` cannot restore "not resolved yet" (None): its private singleton is written.
+    """
+    global _holders, _held_from
+    from verl.plugin.platform import platform_manager, set_platform
+
+    with _hold_lock:
+        if _holders == 0:
+            _held_from = platform_manager._current_platform
+            if not isinstance(_held_from, cpu_platform_class()):
+                platform_manager._current_platform = None
+                set_platform(cpu_platform_class()())
+        _holders += 1
+    try:
+        yield
+    finally:
+        with _hold_lock:
+            _holders -= 1
+            if _holders == 0:
+                platform_manager._current_platform = _held_from
+                _held_from = None

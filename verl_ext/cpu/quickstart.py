@@ -11,11 +11,14 @@ as ``verl-ext lab`` and the run scripts, ``NAME@EPS_LOW_EPS_HIGH`` for another c
 for it (:func:`verl_ext.runs.names.run_name`) and trains in verl's own ``sync`` mode unless the overrides say
 otherwise.
 
-It builds the tiny assets if they are missing (:mod:`verl_ext.tiny.assets`), prints the exact
-``python -m verl.trainer.main_ppo`` command, runs it through the one launcher (:func:`verl_ext.runs.launch.launch`
-on the CPU backend) with verl's output streamed, and ends with a summary: reward at the start and the end, steps
-per second, start-up time and peak memory (:mod:`verl_ext.runs.monitor`). The summary is also written to
-``<out>/summary.json``.
+It composes the run and checks it as verl's driver will (:mod:`verl_ext.runs.compose`, in seconds: a bad override is
+refused before anything is written or started, the key and what is allowed on the last lines), builds the tiny
+assets if they are missing (:mod:`verl_ext.tiny.assets`), prints the exact ``python -m verl.trainer.main_ppo``
+command, runs it through the one launcher (:func:`verl_ext.runs.launch.start` on the CPU backend) with verl's
+output streamed, and ends with a summary: reward at the start and the end, steps per second, start-up time and
+peak memory (:mod:`verl_ext.runs.monitor`). The summary is also written to ``<out>/summary.json``. A run into an
+``--out`` that holds an earlier one keeps it: its metrics, log, events and summary move together into
+``<out>/verl_ext_cpu/<name>/earlier/<N>/`` (:mod:`verl_ext.runs.outputs`).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from typing import Optional, Sequence
 from verl_ext import metric_names
 from verl_ext.algorithms.presets import algorithm_argument
 from verl_ext.checks.arguments import split_at_double_dash
-from verl_ext.cpu.run_metrics import summarize, training_steps
 from verl_ext.cpu.topology import Topology
+from verl_ext.metrics_file import run_summary, trained_steps
 from verl_ext.runs.launch import RunResult
 
 DEFAULT_STEPS = 60
@@ -46,7 +49,7 @@ def default_output_dir() -> Path:
 
 def reward_curve(steps: list[dict], buckets: int = 6) -> list[tuple[int, int, float]]:
     """Mean reward over ``buckets`` consecutive stretches of steps: ``[(first step, last step, mean)]``."""
-    trained = [step for step in training_steps(steps) if REWARD in step]
+    trained = [step for step in trained_steps(steps) if REWARD in step]
     if not trained:
         return []
     size = max(1, -(-len(trained) // buckets))
@@ -94,11 +97,15 @@ def run_quickstart(
     echo: bool = True,
     extra_overrides: Sequence[str] = (),
 ) -> tuple[RunResult, Optional[dict]]:
-    """Build the assets if needed, run ``main_ppo`` in a child process, summarise it (None if it failed)."""
+    """Check the run, build the assets if needed, run ``main_ppo`` in a child process, summarise it (None if it
+    failed). :class:`verl_ext.runs.run.RunRefused` before anything is written or started."""
     from verl_ext.algorithms.presets import parse_algorithm
     from verl_ext.cpu.backend import CPUBackend
-    from verl_ext.runs.launch import Outputs, launch
+    from verl_ext.files import write_whole
+    from verl_ext.runs.compose import compose
+    from verl_ext.runs.launch import ChildProcess, start
     from verl_ext.runs.names import run_name
+    from verl_ext.runs.outputs import Outputs
     from verl_ext.runs.run import Run
     from verl_ext.tiny.assets import build_tiny_assets, default_assets_dir
 
@@ -107,10 +114,12 @@ def run_quickstart(
     choice = parse_algorithm(algorithm)
     assets = Path(assets or default_assets_dir()).resolve()
     out = Path(out or default_output_dir()).resolve()
+    run = Run.from_preset(run_name(choice), choice, overrides=extra_overrides, steps=steps)
+    checked = compose(run, CPUBackend(assets), Outputs(out)).check()  # RunRefused: nothing written or started
     print(f"[verl-ext] tiny assets: {assets} (built if missing)", flush=True)
     build_tiny_assets(assets)
-    run = Run.from_preset(run_name(choice), choice, overrides=extra_overrides, steps=steps)
-    result = launch(run, CPUBackend(assets), Outputs(out), echo=echo, announce=True)
+    summary_path = out / "summary.json"
+    result = start(checked, ChildProcess(echo=echo), announce=True, keep_with_run=(summary_path,))
     if not result.ok:
         return result, None
     measurements = result.measurements
@@ -120,7 +129,7 @@ def run_quickstart(
         "nnodes": topology.nnodes,
         "n_gpus_per_node": topology.n_gpus_per_node,
         "world_size": topology.world_size,
-        **summarize(result.steps),
+        **run_summary(result.steps),
         "reward_curve": reward_curve(result.steps),
         "wall_seconds": measurements.wall_seconds,
         "cpu_seconds": measurements.cpu_seconds,
@@ -132,7 +141,8 @@ def run_quickstart(
         "command": list(result.command),
     }
     summary["startup_seconds"] = measurements.startup_seconds(summary["first_step_seconds"])
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    text = json.dumps(summary, indent=2) + "\n"
+    write_whole(summary_path, lambda file: file.write(text.encode("utf-8")))  # never through a link
     return result, summary
 
 
@@ -156,8 +166,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         result, summary = run_quickstart(
             args.steps, args.algorithm, args.out, args.assets, echo=not args.quiet, extra_overrides=extra
         )
-    except ConfigError as error:  # a topology or batch size the CPU profile cannot size: nothing was started
-        print(f"[verl-ext] {error}", file=sys.stderr)
+    except ConfigError as error:  # refused by the driver's checks, or a topology the CPU profile cannot size
+        print(f"[verl-ext] error: {error}", file=sys.stderr, flush=True)  # the key and what is allowed, last
         return 2
     except ClusterStartError as error:  # a node of the local cluster did not come up (stopped again)
         print(f"[verl-ext] {error}", file=sys.stderr)

@@ -1,26 +1,27 @@
-"""Several CPU runs of verl's ``main_ppo`` in this process, sharing one Ray start-up.
+"""Several CPU runs of verl's ``main_ppo`` in this process, sharing one Ray start-up: an executor of the one launcher.
 
-:class:`CPURaySession` starts Ray once in this process and runs each :class:`~verl_ext.runs.run.Run` through
-verl's own ``verl.trainer.main_ppo.main`` (the function Hydra wraps; passed a composed config it runs it as is),
-which sees Ray already initialised and only creates its TaskRunner. Between runs it waits until the previous
-run's actors are gone. This saves Ray's start and stop (about 10 s and 5-20 s on two cores) per run; the workers
-themselves (trainer, rollout server, agent-loop and reward workers) are new processes for every run -- verl
-creates them in each TaskRunner, so they cannot be shared. The lab, the tests and the benchmarks use it.
-
-A run's config is exactly what the one launcher (:func:`verl_ext.runs.launch.launch`, a child process with its
-own Ray) would give ``main_ppo`` on the CPU backend (:class:`verl_ext.cpu.backend.CPUBackend`), written into
-``<base_dir>`` in the ``per_run`` layout (:class:`verl_ext.runs.launch.Outputs`): ``<project>/<name>.jsonl``
-(verl's file logger), ``<project>/<name>/rollout_events.jsonl`` (the CPU rollout's weight events),
-``<project>/<name>/checkpoints``.
+:class:`CPURaySession` starts Ray once in this process; ``session.run(run)`` is
+:func:`verl_ext.runs.launch.launch` on the CPU backend (:class:`verl_ext.cpu.backend.CPUBackend`) writing into
+``<base_dir>`` in the ``per_run`` layout (:class:`verl_ext.runs.outputs.Outputs`), with the session as its
+executor: the run is composed and checked as every run is (a refusal raises before anything is written), its folder
+prepared, then its checked config goes to verl's own ``verl.trainer.main_ppo.main`` (the function Hydra wraps;
+passed a composed config it runs it as is), which sees Ray already initialised and only creates its TaskRunner.
+Between runs it waits until the previous run's actors are gone. This saves Ray's start and stop (about 10 s and
+5-20 s on two cores) per run; the workers themselves (trainer, rollout server, agent-loop and reward workers) are new
+processes for every run -- verl creates them in each TaskRunner, so they cannot be shared. The lab, the tests and the
+benchmarks use it. A run writes ``<project>/<name>.jsonl`` (verl's file logger), ``<project>/<name>/rollout_events.jsonl``
+(the CPU rollout's weight events), ``<project>/<name>/checkpoints``.
 
 The session's topology sizes its Ray: a one-node Ray with ``n_gpus_per_node`` (+ ``engine_gpus``) logical GPUs,
 or a :class:`~verl_ext.cpu.local_cluster.LocalRayCluster` of ``nnodes`` such nodes; each run must fit in it (a
-smaller run fits). A run with the rollout engine on its own pool (``actor_rollout_ref.hybrid_engine=false``)
-also needs the engine's logical GPUs on its (one) node (``Topology.engine_gpus``).
+smaller run fits; a larger one is refused before anything is written). A run with the rollout engine on its own
+pool (``actor_rollout_ref.hybrid_engine=false``) also needs the engine's logical GPUs on its (one) node
+(``Topology.engine_gpus``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -29,20 +30,10 @@ from typing import Any, Optional, Sequence
 from verl_ext.cpu.backend import CPUBackend
 from verl_ext.cpu.profile import cpu_environment
 from verl_ext.cpu.topology import Topology, check_memory
-from verl_ext.runs.launch import LOGGER_PATH_VARIABLE, Outputs, RunResult, main_ppo_overrides, prepare_run_dir
+from verl_ext.runs.compose import LOGGER_PATH_VARIABLE, CheckedRun, ComposedRun, compose
+from verl_ext.runs.launch import Execution, RunResult, launch
+from verl_ext.runs.outputs import Outputs
 from verl_ext.runs.run import Run
-
-
-def compose_run_config(run: Run, base_dir: Path, assets_dir: Path):
-    """The config ``main_ppo`` would compose for ``run`` on the CPU backend (Hydra's compose API, the same config
-    and overrides as :func:`verl_ext.runs.launch.launch`), writing into ``base_dir``."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    overrides = main_ppo_overrides(run, CPUBackend(Path(assets_dir).resolve()), Outputs(base_dir))
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(run.resolved_config_dir()), version_base=None):
-        return compose(config_name=run.config_name, overrides=overrides)
 
 
 def ray_init_kwargs(config) -> dict[str, Any]:
@@ -73,11 +64,13 @@ class CPURaySession:
     def __init__(self, base_dir: Path, assets_dir: Path, cleanup_timeout: float = 60.0, topology: Topology = Topology()):
         self.base_dir = Path(base_dir).resolve()
         self.assets_dir = Path(assets_dir).resolve()
+        self.backend = CPUBackend(self.assets_dir)
+        self.outputs = Outputs(self.base_dir)
         self.cleanup_timeout = cleanup_timeout
         self.topology = topology
         self.cluster = None  # a LocalRayCluster when the topology has several nodes
         self._saved_environment: dict[str, Optional[str]] = {}
-        self._saved_platform: Any = None
+        self._platform = contextlib.ExitStack()
         self._started_ray = False
 
     def _set_environment(self, extra: Optional[dict[str, str]] = None) -> None:
@@ -101,38 +94,18 @@ class CPURaySession:
             else:
                 os.environ[name] = value
 
-    def _select_cpu_platform(self) -> None:
-        """Make this (driver) process's verl platform the CPU one, whatever it resolved to before.
-
-        verl resolves its platform once per process; if something imported verl's trainer before this
-        session set ``VERL_PLATFORM=cpu``, the driver would hold the CUDA platform and ``main_ppo``'s
-        ``auto_set_device`` would turn ``trainer.device`` into ``cuda``.
-        """
-        from verl.plugin.platform import platform_manager, set_platform
-
-        from verl_ext.cpu.platform import cpu_platform_class
-
-        self._saved_platform = platform_manager._current_platform
-        if not isinstance(self._saved_platform, cpu_platform_class()):
-            platform_manager._current_platform = None
-            set_platform(cpu_platform_class()())
-
-    def _restore_platform(self) -> None:
-        from verl.plugin.platform import platform_manager
-
-        platform_manager._current_platform = self._saved_platform
-
     def __enter__(self) -> "CPURaySession":
         import ray
 
         from verl_ext.cpu.local_cluster import LocalRayCluster
+        from verl_ext.cpu.platform import hold_cpu_platform
 
         if ray.is_initialized():
             raise RuntimeError("CPURaySession starts its own Ray cluster; Ray is already initialised in this process")
         check_memory(self.topology)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self._set_environment()
-        self._select_cpu_platform()
+        self._platform.enter_context(hold_cpu_platform())  # the driver here is a CPU run's driver
         try:
             if self.topology.nnodes > 1:
                 # its nodes inherit this process's environment: the CPU profile's and the file logger's root
@@ -141,15 +114,15 @@ class CPURaySession:
                 ).start()
                 self._set_environment(self.cluster.client_environment())  # saved, restored on exit
                 self.cluster.join_from_this_process()
-            config = compose_run_config(Run(name="ray_init", overrides=tuple(self.topology.overrides())),
-                                        self.base_dir, self.assets_dir)
+            config = compose(Run(name="ray_init", overrides=tuple(self.topology.overrides())), self.backend,
+                             self.outputs).config()
             kwargs = ray_init_kwargs(config)
             # each run's metrics go to their own file (VERL_FILE_LOGGER_ROOT above), not one for the whole session
             kwargs["runtime_env"].get("env_vars", {}).pop(LOGGER_PATH_VARIABLE, None)
             ray.init(**kwargs)
         except BaseException:
             self._stop_cluster()
-            self._restore_platform()
+            self._platform.close()
             self._restore_environment()
             raise
         self._started_ray = True
@@ -170,7 +143,7 @@ class CPURaySession:
                 self._started_ray = False
         finally:
             self._stop_cluster()
-            self._restore_platform()
+            self._platform.close()
             self._restore_environment()
 
     def check_fits(self, run: Run) -> None:
@@ -185,38 +158,42 @@ class CPURaySession:
                 f"GPU(s){have_engine}): give the session a topology at least as large"
             )
 
-    def run(self, run: Run) -> RunResult:
-        """Compose ``run``'s config and run it through verl's ``main_ppo.main`` in this process."""
+    def run(self, run: Run, keep_with_run: Sequence[Path] = ()) -> RunResult:
+        """``run`` through the one launcher on the CPU backend, executed in this process (module docstring);
+        ``keep_with_run``: the caller's files that describe the run (:func:`verl_ext.runs.launch.start`)."""
+        return launch(run, self.backend, self.outputs, executor=self, keep_with_run=keep_with_run)
+
+    def admit(self, composed: ComposedRun) -> None:
+        """The launcher's executor: a run this session cannot hold is refused before anything is written."""
+        if not self._started_ray:
+            raise RuntimeError("use CPURaySession as a context manager")
+        self.check_fits(composed.run)
+
+    def execute(self, checked: CheckedRun) -> Execution:
+        """The launcher's executor: verl's ``main_ppo.main`` on the checked config, in this process."""
         from verl.trainer.main_ppo import main as main_ppo
 
         from verl_ext.runs.monitor import ProcessSampler, RunMeasurements
 
-        if not self._started_ray:
-            raise RuntimeError("use CPURaySession as a context manager")
-        self.check_fits(run)
-        paths = Outputs(self.base_dir).paths(run)
-        prepare_run_dir(paths)
         started = time.perf_counter()
         error = None
         with ProcessSampler(self._processes()) as sampler:  # this driver, the Ray it started or the cluster's nodes
             try:
-                config = compose_run_config(run, self.base_dir, self.assets_dir)
-                main_ppo(config)
+                main_ppo(checked.config)
             except Exception as exception:  # noqa: BLE001 -- reported in the result, with its type
                 error = f"{type(exception).__name__}: {exception}"
             # not after Ctrl-C or SIGTERM (a BaseException): the session's exit shuts Ray down, the run's actors with it
             self.wait_until_idle()
-        wall = time.perf_counter() - started
         measurements = RunMeasurements(
             returncode=0 if error is None else 1,
-            wall_seconds=wall,
+            wall_seconds=time.perf_counter() - started,
             peak_rss_bytes=sampler.peak_rss,
             peak_pss_bytes=sampler.peak_pss,
             cpu_seconds=sampler.cpu_seconds,
             first_record_seconds=None,
             last_record_seconds=None,
         )
-        return RunResult(run=run, paths=paths, wall_seconds=wall, error=error, measurements=measurements)
+        return Execution(measurements, error)
 
     def _processes(self):
         from verl_ext.cpu.local_cluster import cluster_processes
@@ -259,15 +236,3 @@ class CPURaySession:
             f"Ray resources not released {self.cleanup_timeout:.0f}s after the run: {ray.available_resources()} "
             f"of {self._total_resources}"
         )
-
-
-def run_all(runs: Sequence[Run], base_dir: Path, assets_dir: Path) -> list[RunResult]:
-    """Run several CPU runs in one :class:`CPURaySession` (in order), sized for the largest of them."""
-    topologies = [Topology.from_overrides(run.overrides) for run in runs]
-    topology = Topology(
-        max(each.nnodes for each in topologies),
-        max(each.n_gpus_per_node for each in topologies),
-        max(each.gpus_per_node for each in topologies) - max(each.n_gpus_per_node for each in topologies),
-    )
-    with CPURaySession(base_dir, assets_dir, topology=topology) as session:
-        return [session.run(run) for run in runs]

@@ -5,13 +5,14 @@ becomes ``main_ppo`` runs.
 module              what it owns
 ==================  =====================================================================================
 ``profiles``        the REC paper's Table 1 columns (dataset + model + hyperparameters) as overrides
-``figures``         the grid of each figure script
-``environment``     the run scripts' environment variables, read once and checked
-``script_runs``     a grid (:mod:`verl_ext.runs.grid`) in that environment -> its runs
-                    (:class:`verl_ext.runs.run.Run`), the backend of the mode and the outputs' layout
-``modes``           the modes: dry run, CPU / GPU smoke, real runs, each run through the one launcher
-                    (:func:`verl_ext.runs.launch.launch`)
-``__main__``        ``python -m verl_ext.experiments run|sweep|figure|list`` (the bash scripts exec it)
+``catalogue``       every named grid (:class:`verl_ext.runs.grid.Grid`): each figure script's and each finding
+                    the lab tests
+``environment``     the run scripts' environment variables, read once and checked, and what they make of a
+                    script's runs (their overrides, the mode's backend, the outputs' layout)
+``modes``           the modes: dry run, CPU / GPU smoke, real runs, every run composed and checked first, then
+                    started by the one launcher (:mod:`verl_ext.runs.launch`)
+``__main__``        ``python -m verl_ext.experiments run|sweep|figure|list`` (the bash scripts exec it): the
+                    command -> its grid -> its runs (the one planner, :meth:`verl_ext.runs.grid.Grid.runs`)
 ==================  =====================================================================================
 
 What the runs are built from lives below, shared with the lab, the quickstart and the GPU smoke: the algorithm

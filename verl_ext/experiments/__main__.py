@@ -20,12 +20,13 @@ import shlex
 import sys
 from typing import Mapping, NamedTuple, Optional, Sequence
 
+from dataclasses import replace
+
 from verl_ext.algorithms import presets as algorithms
-from verl_ext.experiments import figures, profiles
+from verl_ext.experiments import catalogue, profiles
 from verl_ext.experiments.environment import RunEnvironment, read_environment, unwritable_folder
 from verl_ext.experiments.modes import LaunchStop, Tools, launch_runs, note
 from verl_ext.experiments.profiles import Profile
-from verl_ext.experiments.script_runs import script_runs
 from verl_ext.runs.grid import Grid, points
 from verl_ext.runs.names import check_name
 from verl_ext.runs.run import Run
@@ -177,22 +178,22 @@ def _from_variable(name: str, parse, text: str):
 
 def figure_grid(arguments: Sequence[str], environment: RunEnvironment) -> Request:
     if not arguments or arguments[0].startswith("-"):
-        raise UsageError(f"usage: figure PROJECT [hydra overrides...]; PROJECT is one of {', '.join(figures.FIGURES)}")
-    figure = figures.figure_named(arguments[0])
+        raise UsageError(f"usage: figure PROJECT [hydra overrides...]; PROJECT is one of {', '.join(catalogue.FIGURES)}")
+    figure = catalogue.figure_named(arguments[0])
     overrides = check_overrides(arguments[1:])
     masking = environment.zero_variance_masking
-    grid = Grid(
-        environment.project_name or figure.project,
-        points(_from_variable("ALGORITHMS", algorithms.parse_algorithms, environment.algorithms)
-               if environment.algorithms else algorithms.parse_algorithms(" ".join(figure.algorithms)),
-               _from_variable("SETTINGS", settings.parse_settings, environment.settings)
-               if environment.settings else settings.parse_settings(" ".join(figure.settings)),
-               settings_outer=False),
+    grid = replace(
+        figure,
+        name=environment.project_name or figure.name,
+        points=points(_from_variable("ALGORITHMS", algorithms.parse_algorithms, environment.algorithms)
+                      if environment.algorithms else figure.algorithms(),
+                      _from_variable("SETTINGS", settings.parse_settings, environment.settings)
+                      if environment.settings else figure.settings(),
+                      settings_outer=False),
         learning_rates=(parse_learning_rates(environment.learning_rates) if environment.learning_rates
                         else figure.learning_rates),
         overrides=(*figure.overrides, *overrides),
         zero_variance_masking=figure.zero_variance_masking if masking is None else masking,
-        about=figure.paper,
     )
     return Request(grid, profiles.profile_named(figure.profile), _entry(f"bash {figure.script}", arguments[1:]),
                    name_prefix=environment.experiment_name)
@@ -212,12 +213,27 @@ def list_names() -> str:
     setting_aliases = ", ".join(f"{alias} = {full}" for alias, full in settings.ALIASES.items())
     lines.append(f"settings: {settings.FORMS} (aliases: {setting_aliases})")
     lines.append("figures (figure PROJECT, or bash SCRIPT):")
-    for project, figure in figures.FIGURES.items():
-        lines.append(f"  {project}: {figure.script}: {figure.paper}")
+    for project, figure in catalogue.FIGURES.items():
+        lines.append(f"  {project}: {figure.script}: {figure.about}")
     return "\n".join(lines)
 
 
 COMMANDS = {"run": run_grid, "sweep": sweep_grid, "figure": figure_grid}
+
+
+def script_runs(request: Request, environment: RunEnvironment) -> list[Run]:
+    """Every run of the request's grid (named ``grid.name``, its project) on its profile, in the grid's order
+    (:meth:`verl_ext.runs.grid.Grid.runs`). A run's overrides, a key set later winning: the profile (Table 1 + our
+    resources: data from ``DATA_DIR``, ``MODEL_PATH``, ``TOTAL_STEPS`` or the profile's steps, the KL measurement
+    unless ``KL_TO_INITIAL=0``); the algorithm preset, staleness setting, learning rate (when the grid sweeps it),
+    zero-variance masking; the environment's (:meth:`RunEnvironment.run_overrides`); the figure's own, then the
+    user's. ``EXPERIMENT_NAME``: a single run's whole name, a grid's prefix. ValueError naming what is wrong."""
+    grid, profile = request.grid, request.profile
+    check_name(grid.name, "project")
+    base = profile.overrides(environment.data_dir, environment.model_path, environment.total_steps,
+                             environment.kl_to_initial)
+    return grid.runs(base, environment.run_overrides(), project=grid.name, profile=profile.name, name=request.name,
+                     prefix=request.name_prefix, named_by="EXPERIMENT_NAME", what=f"{grid.name}: the grid")
 
 
 def plan(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> tuple[list[Run], RunEnvironment, str]:
@@ -234,7 +250,7 @@ def plan(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> tu
         problem = unwritable_folder(environment.outputs)
         if problem:
             raise UsageError(f"OUTPUT_DIR={str(environment.output_dir)!r}: {problem}; the metrics and checkpoints go there")
-    runs = script_runs(request.grid, request.profile, environment, request.name_prefix, request.name)
+    runs = script_runs(request, environment)
     if len(runs) > 1 or argv[0] != "run":
         note(f"{request.grid.name}: {len(runs)} run(s) of profile {request.profile.name}")
     return runs, environment, request.entry

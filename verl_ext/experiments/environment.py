@@ -62,8 +62,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from verl_ext.runs.overrides import INTERPOLATION
+from verl_ext.checkpoint_backends import GPU_BACKEND
+from verl_ext.runs.backend import Backend
 from verl_ext.runs.names import check_name
+from verl_ext.runs.outputs import Outputs
+from verl_ext.runs.overrides import INTERPOLATION, hydra_list
+from verl_ext.runs.run import Run
+from verl_ext.staleness.config import engine_pool_overrides
 
 FLAGS = ("VERL_EXT_DRY_RUN", "VERL_EXT_CPU_SMOKE", "VERL_EXT_GPU_SMOKE")
 # verl's Tracking backends (verl/utils/tracking.py, Tracking.supported_backend, and its deprecated "tracking"):
@@ -125,6 +130,45 @@ class RunEnvironment:
     def outputs(self) -> Path:
         """Where this mode's metrics and checkpoints go: ``OUTPUT_DIR``, or its ``cpu-smoke``/``gpu-smoke`` folder."""
         return self.output_dir / f"{self.smoke}-smoke" if self.smoke else self.output_dir
+
+    # What the variables make of a run script's runs: the overrides they add, where the runs train and write.
+
+    def run_overrides(self) -> list[str]:
+        """The overrides every run of a script gets from the environment, after its algorithm's and setting's:
+        ``trainer.logger``; outside a smoke mode the nodes (``trainer.nnodes``, ``trainer.n_gpus_per_node``: a CPU
+        smoke keeps the topology the figure's or the user's overrides set -- world size 1 without them, not
+        ``N_GPUS_PER_NODE``'s GPU default of 8); with ``ENGINE_GPUS_PER_NODE`` the rollout engine on its own pool,
+        weights through verl's ``nccl`` (:func:`verl_ext.staleness.config.engine_pool_overrides`)."""
+        nodes = [] if self.smoke else [f"trainer.nnodes={self.nnodes}", f"trainer.n_gpus_per_node={self.n_gpus_per_node}"]
+        engine = (engine_pool_overrides(self.engine_nnodes, self.engine_gpus_per_node, GPU_BACKEND)
+                  if self.engine_on_own_pool else [])
+        return [f"trainer.logger={hydra_list(self.logger)}", *nodes, *engine]
+
+    def backend(self) -> Backend:
+        """Where this mode trains: verl's own GPUs, or the CPU or GPU smoke's backend (its profile over the script's
+        overrides, 2 steps, no checkpoint, no resume; a CPU smoke of a split puts the engine on one logical GPU of its
+        own, weights through verl-ext's ``gloo``). ValueError for a GPU smoke of a split, which needs a second GPU."""
+        if self.smoke == "cpu":
+            from verl_ext.cpu.backend import CPUBackend
+
+            return CPUBackend(self.tiny_assets, smoke=True, split=self.engine_on_own_pool)
+        if self.smoke == "gpu":
+            if self.engine_on_own_pool:
+                raise ValueError(
+                    f"ENGINE_GPUS_PER_NODE={self.engine_gpus_per_node}: the GPU smoke runs on one GPU, and an engine "
+                    "on its own pool needs a second one; check the split with VERL_EXT_DRY_RUN=1 or VERL_EXT_CPU_SMOKE=1")
+            from verl_ext.gpu.backend import GPUBackend
+
+            return GPUBackend(self.tiny_gpu_assets, smoke=True)
+        return Backend()
+
+    def run_outputs(self) -> Outputs:
+        """``OUTPUT_DIR`` (or its ``cpu-smoke``/``gpu-smoke`` folder) in the run scripts' layout."""
+        return Outputs(self.outputs, layout="scripts")
+
+    def title(self, run: Run) -> str:
+        """How the launcher and the dry run name a run: ``project/name`` (and the smoke mode)."""
+        return f"{run.project}/{run.name}" + (f" ({self.smoke} smoke)" if self.smoke else "")
 
 
 def _get(environ: Mapping[str, str], name: str) -> Optional[str]:

@@ -6,18 +6,20 @@ mode                what happens
 dry run             ``VERL_EXT_DRY_RUN=1``: every run's config composed and checked in this process
                     (:func:`verl_ext.preflight.report_runs`, YAML parsed once), each summarised; nothing starts
 CPU / GPU smoke     ``VERL_EXT_CPU_SMOKE=1`` / ``VERL_EXT_GPU_SMOKE=1``: every metrics, log and checkpoint folder
-                    checked writable, the tiny assets built when missing, then each run for real for 2 steps on
-                    the smoke's backend (one GPU is counted first for the GPU smoke)
+                    checked writable (one GPU counted for the GPU smoke), every run checked quietly on the
+                    platform it will use (a failure stops before anything starts), the tiny assets built when
+                    missing, then each run for real for 2 steps on the smoke's backend
 real                every metrics, log and checkpoint folder checked writable, the GPUs counted
                     (``N_GPUS_PER_NODE``), every run checked quietly (a failure stops before any data work),
                     then per run: the dataset prepared when missing or incomplete (once; ``DATA_DIR`` checked
-                    writable first), the run's description written, ``python -m verl.trainer.main_ppo`` as a
-                    child process
+                    writable first), ``python -m verl.trainer.main_ppo`` as a child process
 ==================  =========================================================================================
 
-Every run goes through the one launcher, :func:`verl_ext.runs.launch.launch` (backend and outputs:
-:mod:`verl_ext.experiments.script_runs`): its output is streamed to this terminal and kept in
-``OUTPUT_DIR/logs/<project>/<name>.log``, an earlier run's metrics and log of the same name are kept as parts.
+Every run is composed and checked by the one composition (:mod:`verl_ext.runs.compose`; the backend and outputs:
+:class:`verl_ext.experiments.environment.RunEnvironment`) and started by the one launcher
+(:func:`verl_ext.runs.launch.start`), which writes the run's description (``<name>.run.json``) once its folder is
+prepared: its output is streamed to this terminal and kept in ``OUTPUT_DIR/logs/<project>/<name>.log``, an earlier
+run's metrics and log of the same name are kept as parts.
 A grid's runs go one after the other; a failed one stops the grid unless ``CONTINUE_ON_ERROR=1``. What needs a
 GPU or starts a process is a :class:`Tools` field, so tests can replace exactly those.
 """
@@ -34,10 +36,10 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from verl_ext.experiments.environment import RunEnvironment, folder_problem, unwritable_folder
 from verl_ext.experiments.profiles import Profile, profile_named
-from verl_ext.experiments.script_runs import script_backend, script_outputs, title
-from verl_ext.run_description import write_run_description
-from verl_ext.runs.launch import Backend, Measure, Outputs, launch, main_ppo_arguments
+from verl_ext.runs.compose import CheckedRun, ComposedRun, compose
+from verl_ext.runs.launch import ChildProcess, Measure, start
 from verl_ext.runs.monitor import run_and_measure
+from verl_ext.runs.outputs import refuse_links
 from verl_ext.runs.run import Run
 
 
@@ -106,13 +108,16 @@ def require_gpus(needed: int, environment: RunEnvironment, entry: str, tools: To
     )
 
 
-def check_runs(runs: Sequence[Run], environment: RunEnvironment, backend: Backend, outputs: Outputs, quiet: bool) -> bool:
-    """The dry run's checks on every run in this process; True when all pass (``quiet``: failures only, on stderr)."""
+def check_runs(composed: Sequence[ComposedRun], environment: RunEnvironment, quiet: bool) -> list[CheckedRun]:
+    """The dry run's checks on every run in this process (:func:`verl_ext.preflight.report_runs`), each summarised
+    (``quiet``: failures only, on stderr); the checked runs when all pass, else LaunchStop."""
     from verl_ext.preflight import report_runs
 
-    checked = [(title(run, environment), main_ppo_arguments(run, backend, outputs)) for run in runs]
-    results = report_runs(checked, quiet=quiet, out=sys.stderr if quiet else sys.stdout)
-    return all(result.ok for result in results)
+    titled = [(environment.title(each.run), each) for each in composed]
+    results = report_runs(titled, quiet=quiet, out=sys.stderr if quiet else sys.stdout)
+    if not all(result.ok for result in results):
+        raise LaunchStop("[verl-ext] error: the configuration check failed (above): nothing was prepared or started")
+    return [result.checked for result in results]
 
 
 def prepare_data(profile: Profile, environment: RunEnvironment, tools: Tools) -> None:
@@ -141,13 +146,14 @@ def prepare_data(profile: Profile, environment: RunEnvironment, tools: Tools) ->
         raise LaunchStop(f"[verl-ext] error: data_prep.{profile.dataset} wrote no {directory / profile.val_file}")
 
 
-def check_output_paths(runs: Sequence[Run], outputs: Outputs, environment: RunEnvironment) -> None:
+def check_output_paths(composed: Sequence[ComposedRun], environment: RunEnvironment) -> None:
     """Every folder and file the runs write under ``OUTPUT_DIR`` can be written: the metrics folder and file,
     the description, the log, the checkpoint folder (LaunchStop naming OUTPUT_DIR and the path, before anything
-    runs)."""
+    runs); none of the run's files is a symbolic link (:class:`verl_ext.runs.run.RunRefused`)."""
     checked: set[Path] = set()
-    for run in runs:
-        paths = outputs.paths(run)
+    for each in composed:
+        paths = each.paths
+        refuse_links(each.run.name, (*paths.files(), paths.description, paths.run_dir))
         for path in (paths.metrics, paths.description, paths.log):
             if path.exists() and not path.is_file():
                 _output_stop(environment, f"{path} exists and is not a regular file")
@@ -178,32 +184,37 @@ def build_smoke_assets(environment: RunEnvironment) -> None:
 
 
 def launch_runs(runs: Sequence[Run], environment: RunEnvironment, entry: str, tools: Optional[Tools] = None) -> int:
-    """Run ``runs`` in the environment's mode; the exit status (``entry``: how the user started it, for advice)."""
+    """Run ``runs`` in the environment's mode; the exit status (``entry``: how the user started it, for advice).
+
+    Every mode checks every run's config first, as the driver will (on the CPU platform for the CPU smoke), so a
+    grid's second run is never refused after its first trained; the dry run stops there."""
     tools = tools or Tools()
-    backend, outputs = script_backend(environment), script_outputs(environment)
+    backend, outputs = environment.backend(), environment.run_outputs()
+    composed = [compose(run, backend, outputs) for run in runs]  # a topology the backend cannot size fails here
     if environment.dry_run:
-        return 0 if check_runs(runs, environment, backend, outputs, quiet=False) else 1
-    check_output_paths(runs, outputs, environment)
-    if environment.smoke is None:
+        try:
+            check_runs(composed, environment, quiet=False)
+        except LaunchStop:
+            return 1
+        return 0
+    check_output_paths(composed, environment)
+    if environment.smoke == "gpu":
+        require_gpus(1, environment, entry, tools)  # one GPU, whatever the script asks for
+    elif environment.smoke is None:
         require_gpus(gpus_needed_here(environment), environment, entry, tools)
-        if not check_runs(runs, environment, backend, outputs, quiet=True):
-            raise LaunchStop("[verl-ext] error: the configuration check failed (above): nothing was prepared or started")
-    else:
-        if environment.smoke == "gpu":
-            require_gpus(1, environment, entry, tools)  # one GPU, whatever the script asks for
+    checked = check_runs(composed, environment, quiet=True)
+    if environment.smoke is not None:
         build_smoke_assets(environment)
+    executor = ChildProcess(echo=True, environ=tools.environ, measure=tools.measure)
     prepared: set[str] = set()
     failed: list[tuple[str, int]] = []
-    for run in runs:
+    for run, each in zip(runs, checked):
         profile = profile_named(run.profile)
         if environment.smoke is None and profile.dataset not in prepared:
             prepare_data(profile, environment, tools)
             prepared.add(profile.dataset)
-        paths = outputs.paths(run)
-        paths.description.parent.mkdir(parents=True, exist_ok=True)
-        write_run_description(paths.description, run.description(cpu_smoke=environment.smoke == "cpu"))  # whole or absent
-        note(f"run {title(run, environment)}: metrics in {paths.metrics}, output in {paths.log}")
-        result = launch(run, backend, outputs, echo=True, announce=True, environ=tools.environ, measure=tools.measure)
+        note(f"run {environment.title(run)}: metrics in {each.composed.paths.metrics}, output in {each.composed.paths.log}")
+        result = start(each, executor, announce=True, description=run.description(cpu_smoke=environment.smoke == "cpu"))
         status = result.measurements.returncode
         if status != 0:
             failed.append((run.name, status))
@@ -216,5 +227,5 @@ def launch_runs(runs: Sequence[Run], environment: RunEnvironment, entry: str, to
             return failed[0][1]
         note(f"failed run(s): {', '.join(name for name, _ in failed)}")
         return 1
-    note(f"plot the runs: verl-ext plot {outputs.paths(runs[-1]).metrics.parent}")
+    note(f"plot the runs: verl-ext plot {composed[-1].paths.metrics.parent}")
     return 0

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 from verl_ext.gpu.profile import gpu_environment, gpu_overrides, gpu_smoke_overrides
-from verl_ext.runs.launch import HARNESS_DEFAULTS, SMOKE_CAPS, Backend, RunPaths, Surroundings
+from verl_ext.runs.backend import HARNESS_DEFAULTS, SMOKE_CAPS, Backend, Surroundings
+from verl_ext.runs.outputs import RunPaths
 from verl_ext.runs.run import Run
 
 GPU_PROJECT = "verl_ext_gpu"  # the folder of a run written for one GPU (Outputs(root, project=GPU_PROJECT))

@@ -28,6 +28,7 @@ DEFAULT_STEPS = 10
 DEFAULT_SYNC_INTERVAL, DEFAULT_SYNC_OFFSET = 3, 1
 DEFAULT_ALGORITHM = "rec_oneside_nois"
 TIMEOUT_SECONDS = 30 * 60
+SUMMARY_FILE = "smoke_summary.json"  # in the output folder; moves with the run it describes when a later one starts
 
 
 def default_output_dir(backend: str) -> Path:
@@ -82,7 +83,8 @@ def run_smoke(args, extra: Sequence[str]) -> tuple[Optional[dict], Optional[str]
 
         figures["device"] = "CPU backend (verl_ext.cpu: transformers rollout, float32)"
         backend, outputs = CPUBackend(assets), Outputs(out)
-    result = launch(run, backend, outputs, echo=not args.quiet, announce=True, timeout=TIMEOUT_SECONDS)
+    result = launch(run, backend, outputs, echo=not args.quiet, announce=True, timeout=TIMEOUT_SECONDS,
+                    keep_with_run=(out / SUMMARY_FILE,))  # RunRefused before anything is written or started
     if result.peak_gpu_mib:
         figures["peak GPU memory"] = f"{result.peak_gpu_mib / 1024:.1f} GiB (all processes, nvidia-smi)"
     measurements = result.measurements
@@ -145,8 +147,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"[verl-ext] gpu-smoke needs a CUDA GPU and vLLM: {reason}. Nothing was started.\n{NO_GPU_HELP}",
                       file=sys.stderr)
                 return 2
+        from verl_ext.checks.values import ConfigError
+
         try:
             steps, error, figures = run_smoke(args, extra)
+        except ConfigError as refused:  # the driver's checks refused it (RunRefused), or a topology the CPU cannot size
+            print(f"[verl-ext] error: {refused}", file=sys.stderr)  # the key and what is allowed, last
+            return 2
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the launcher stopped main_ppo on the way out
             print("[verl-ext] interrupted: verl's trainer was stopped", file=sys.stderr)
             return 130
@@ -156,7 +163,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(format_smoke(summary, title, figures), flush=True)
     if args.metrics is None:
         out = Path(figures["metrics"]).parents[1]
-        (out / "smoke_summary.json").write_text(json.dumps({**summary.as_dict(), **figures, "error": error}, indent=2) + "\n")
+        (out / SUMMARY_FILE).write_text(json.dumps({**summary.as_dict(), **figures, "error": error}, indent=2) + "\n")
     if error is not None:
         print(f"[verl-ext] the run failed: {error}", file=sys.stderr)
         return 1

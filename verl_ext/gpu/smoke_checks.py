@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from verl_ext import metric_names
-from verl_ext.cpu.run_metrics import metric_series, training_steps
+from verl_ext.metrics_file import metric_series, trained_steps
 from verl_ext.staleness.schedule import StalenessSchedule
 
 # Mean per-token log-prob gap between vLLM (bf16 weights and compute) and the FSDP actor (bf16 compute,
@@ -82,7 +82,7 @@ def summarize_smoke(
     steps: list[dict], schedule: StalenessSchedule, total_steps: int, lag0_tolerance: float = BF16_LAG0_TOLERANCE
 ) -> SmokeSummary:
     """The summary of a ``delayed_sync`` run of ``total_steps`` steps and its checks against ``schedule``."""
-    trained = training_steps(steps)
+    trained = trained_steps(steps)
     expected = schedule.preview(total_steps)
     lags, versions, synced = _by_step(trained, LAG), _by_step(trained, VERSION), _by_step(trained, SYNCED)
     gaps, rewards, norms = _by_step(trained, GAP), _by_step(trained, REWARD), _by_step(trained, GRAD_NORM)

@@ -25,7 +25,7 @@ from verl_ext.checks.arguments import non_negative_int, positive_float, positive
 from verl_ext.algorithms.presets import ALGORITHMS, ALIASES, DEFAULT_EPSILONS, parse_algorithms
 from verl_ext.staleness.setting import ALIASES as SETTING_ALIASES
 from verl_ext.staleness.setting import FORMS, Setting, parse_settings
-from verl_ext.lab.grids import DEFAULT_GRID, GRIDS, grid_named
+from verl_ext.experiments.catalogue import DEFAULT_FINDING, FINDINGS, finding_named
 from verl_ext.lab.plan import DEFAULT_LEARNING_RATE, DEFAULT_STEPS, lab_runs, plan_runs
 from verl_ext.runs.run import Run
 from verl_ext.lab.summary import DEFAULT_TARGET
@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="verl-ext lab", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="algorithms: " + ", ".join(ALGORITHMS) + " (aliases: " + ", ".join(f"{a} = {n}" for a, n in ALIASES.items())
         + "); settings: " + FORMS + " (aliases: " + ", ".join(f"{a} = {n}" for a, n in SETTING_ALIASES.items())
-        + "); grids: " + ", ".join(GRIDS),
+        + "); grids: " + ", ".join(FINDINGS),
     )
     what = parser.add_argument_group("what to run (default: --grid headline)")
     what.add_argument("--grid", help="a grid of runs, one per finding of the paper (see --list-grids)")
@@ -109,7 +109,7 @@ def resolve_runs(args: argparse.Namespace) -> tuple[str, str, list[Run]]:
         if custom or epsilons_given:
             raise ValueError("--grid fixes the algorithms, settings and clipping ranges: do not combine it with "
                              "--algorithms, --settings, --sync-interval, --sync-offset, --offline or --epsilon-low/high")
-        grid = grid_named(args.grid or DEFAULT_GRID)
+        grid = finding_named(args.grid or DEFAULT_FINDING)
         chosen = replace(grid, seeds=tuple(args.seeds or grid.seeds), steps=args.steps or grid.steps,
                          learning_rates=(args.lr,), overrides=extra)
         return grid.name, f"{grid.name}: {grid.about}", lab_runs(chosen)
@@ -146,7 +146,7 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
     if not console.is_terminal:  # a file or a pipe: do not wrap the table at 80 columns
         console = Console(width=160)
     if args.list_grids:
-        for grid in GRIDS.values():
+        for grid in FINDINGS.values():
             listed = ", ".join(f"{point.algorithm.label}"
                               f"{'' if point.learning_rate_factor == 1 else f' (lr x{point.learning_rate_factor:g})'}"
                               f" [{point.setting.label}]" for point in grid.points)

@@ -1,6 +1,7 @@
-"""What the lab runs: one :class:`~verl_ext.runs.run.Run` per (algorithm, staleness setting, learning rate, seed)
-of a :class:`~verl_ext.runs.grid.Grid` (:func:`lab_run`, :func:`lab_runs`), a run of verl's ``main_ppo`` with the
-recipe config on the CPU backend (:class:`verl_ext.cpu.backend.CPUBackend`).
+"""What the lab runs: the base and defaults of its runs, planned by the one planner
+(:meth:`verl_ext.runs.grid.Grid.runs`): one :class:`~verl_ext.runs.run.Run` per (algorithm, staleness setting, learning
+rate, seed) of a :class:`~verl_ext.runs.grid.Grid` (:func:`lab_runs`, :func:`lab_run`), a run of verl's ``main_ppo``
+with the recipe config on the CPU backend (:class:`verl_ext.cpu.backend.CPUBackend`).
 
 Overrides of a lab run (a key set later wins), on top of the CPU profile (:mod:`verl_ext.cpu.profile`: tiny Qwen2
 model, counting task, batch of 8 prompts), in the layers of :meth:`verl_ext.runs.run.Run.from_preset`:
@@ -36,7 +37,6 @@ from typing import Iterable, Sequence
 from verl_ext.algorithms.presets import AlgorithmChoice
 from verl_ext.experiments.profiles import KL_TO_INITIAL
 from verl_ext.runs.grid import Grid, points
-from verl_ext.runs.names import run_name
 from verl_ext.runs.run import Run
 from verl_ext.staleness.setting import ON_POLICY, Setting
 
@@ -65,6 +65,32 @@ KL_TO_INITIAL_OVERRIDES = tuple(KL_TO_INITIAL)  # the GPU profiles' measurement,
 NO_MISMATCH_MEASUREMENT = ("trainer.v1.delayed_sync.measure_mismatch=false",)
 
 
+def lab_base(prompts_per_step: int = PROMPTS_PER_STEP) -> tuple[str, ...]:
+    """What every lab run is built on (module docstring): the lab's batch, no mismatch measurement, the KL to the
+    initial policy measured."""
+    return (*batch_overrides(prompts_per_step), *NO_MISMATCH_MEASUREMENT, *KL_TO_INITIAL_OVERRIDES)
+
+
+def lab_runs(grid: Grid, what: str = "") -> list[Run]:
+    """Every run of ``grid`` (its points x learning rates x seeds; :meth:`verl_ext.runs.grid.Grid.runs`) on the lab's
+    base, the lab's defaults where the grid sets none: :data:`DEFAULT_STEPS` steps, :data:`PROMPTS_PER_STEP` prompts
+    per step (named ``-P<n>`` only when another), the learning rate :data:`DEFAULT_LEARNING_RATE`, seed 0; every run
+    named in the one format with its learning rate, steps and seed. ValueError on a bad count or two runs of one name."""
+    prompts = PROMPTS_PER_STEP if grid.prompts_per_step is None else grid.prompts_per_step
+    if prompts < 1:
+        raise ValueError(f"prompts_per_step must be >= 1, got {prompts}")
+    steps = DEFAULT_STEPS if grid.steps is None else grid.steps
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    rates = grid.learning_rates or (DEFAULT_LEARNING_RATE,)
+    bad_rates = [rate for rate in rates if not rate > 0]
+    if bad_rates:
+        raise ValueError(f"learning rate must be > 0, got {bad_rates[0]}")
+    planned = replace(grid, steps=steps, learning_rates=rates, seeds=grid.seeds or (0,),
+                      prompts_per_step=None if prompts == PROMPTS_PER_STEP else prompts)
+    return planned.runs(base=lab_base(prompts), what=what or f"grid {grid.name}")
+
+
 def lab_run(
     algorithm: AlgorithmChoice,
     setting: Setting = ON_POLICY,
@@ -74,34 +100,11 @@ def lab_run(
     extra_overrides: Iterable[str] = (),
     prompts_per_step: int = PROMPTS_PER_STEP,
 ) -> Run:
-    """One lab run (module docstring), named in the one format (:func:`verl_ext.runs.names.run_name`): algorithm,
-    lr, setting, steps, prompts per step when not the lab's default (``-P8``), seed. Extra overrides are not in
-    the name: :mod:`verl_ext.lab.runner` keys reuse on the full override list."""
-    if prompts_per_step < 1:
-        raise ValueError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
-    if not learning_rate > 0:
-        raise ValueError(f"learning rate must be > 0, got {learning_rate}")
-    prompts = None if prompts_per_step == PROMPTS_PER_STEP else prompts_per_step
-    name = run_name(algorithm, setting, learning_rate, steps=steps, prompts_per_step=prompts, seed=seed)
-    return Run.from_preset(
-        name, algorithm, setting,
-        base=(*batch_overrides(prompts_per_step), *NO_MISMATCH_MEASUREMENT, *KL_TO_INITIAL_OVERRIDES),
-        learning_rate=learning_rate, seed=seed, overrides=extra_overrides, steps=steps,
-    )
-
-
-def lab_runs(grid: Grid, what: str = "") -> list[Run]:
-    """Every run of ``grid`` (its points x learning rates x seeds), with the grid's steps, prompts per step and
-    overrides (the lab's defaults where it sets none); ValueError when two runs would share a name."""
-    steps = grid.steps or DEFAULT_STEPS
-    prompts = grid.prompts_per_step or PROMPTS_PER_STEP
-    rates, seeds = grid.learning_rates or (DEFAULT_LEARNING_RATE,), grid.seeds or (0,)
-    return replace(grid, learning_rates=rates, seeds=seeds).runs(
-        lambda point, rate, seed: lab_run(point.algorithm, point.setting, seed, steps, rate, grid.overrides, prompts),
-        what or f"grid {grid.name}",
-    )
+    """One lab run: the one-point grid of ``algorithm`` in ``setting`` (:func:`lab_runs`). Extra overrides are not
+    in the name: :mod:`verl_ext.lab.runner` keys reuse on the full override list."""
+    grid = Grid("lab", points([algorithm], [setting]), (learning_rate,), (seed,), steps=steps,
+                prompts_per_step=prompts_per_step, overrides=tuple(extra_overrides))
+    return lab_runs(grid)[0]
 
 
 def plan_runs(

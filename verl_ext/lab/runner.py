@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, TextIO
 
+from verl_ext.files import write_whole
 from verl_ext.lab.report import run_record
-from verl_ext.lab.summary import REWARD_METRIC, summarize_run, trained_steps
-from verl_ext.metrics_file import read_metrics_file
-from verl_ext.runs.launch import Outputs
+from verl_ext.lab.summary import REWARD_METRIC, summarize_run
+from verl_ext.metrics_file import metric_series, read_metrics_file, trained_steps
+from verl_ext.runs.outputs import Outputs
 from verl_ext.runs.overrides import merge_overrides, override_key
 from verl_ext.runs.run import Run
 
@@ -55,31 +56,29 @@ class LabPaths:
 
 
 def check_runs(runs: Sequence[Run], out_dir: Path, assets_dir: Path) -> None:
-    """The dry run's checks on every run (:func:`verl_ext.preflight.preflight_many`); ValueError naming the
-    failed runs and why."""
+    """The dry run's checks on every run, as the launcher composes it on the CPU backend
+    (:func:`verl_ext.preflight.preflight_many`); ValueError naming the failed runs and why."""
     from verl_ext.cpu.backend import CPUBackend
     from verl_ext.preflight import preflight_many
-    from verl_ext.runs.launch import main_ppo_arguments
+    from verl_ext.runs.compose import compose
 
     backend, outputs = CPUBackend(Path(assets_dir).resolve()), Outputs(out_dir)
-    arguments = [(run.name, main_ppo_arguments(run, backend, outputs)) for run in runs]
-    failed = [result for result in preflight_many(arguments) if not result.ok]
+    failed = [result for result in preflight_many([(run.name, compose(run, backend, outputs)) for run in runs])
+              if not result.ok]
     if failed:
         raise ValueError("; ".join(f"lab run {result.name}: bad configuration: {result.error}" for result in failed))
 
 
 def logged_training_steps(path: Path) -> int:
-    """How many steps with a reward a (possibly growing) verl file-logger JSONL holds (a last line being
-    written is not counted: :mod:`verl_ext.metrics_file`)."""
-    if not path.is_file():
-        return 0
-    return len(trained_steps(read_metrics_file(path).steps))
+    """How many steps trained in a (possibly growing) verl file-logger JSONL (a last line being written is not
+    counted: :mod:`verl_ext.metrics_file`)."""
+    return len(trained_steps(read_metrics_file(path).steps)) if path.is_file() else 0
 
 
 def last_reward(path: Path) -> Optional[float]:
     """The reward of the last step logged so far, None before the first."""
-    rows = trained_steps(read_metrics_file(path).steps) if path.is_file() else []
-    return float(rows[-1][REWARD_METRIC]) if rows else None
+    rewards = metric_series(trained_steps(read_metrics_file(path).steps), REWARD_METRIC) if path.is_file() else []
+    return rewards[-1] if rewards else None
 
 
 def assets_fingerprint(assets_dir: Path) -> str:
@@ -126,9 +125,6 @@ def run_lab(
 
     ``assets_dir`` holds the initial model and the task's data (:func:`verl_ext.lab.warm_start.initial_policy_assets`).
     """
-    from verl_ext.cpu.backend import CPUBackend
-    from verl_ext.runs.launch import main_ppo_overrides
-
     paths = LabPaths(Path(out_dir).resolve())
     paths.out_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = assets_fingerprint(Path(assets_dir))
@@ -136,14 +132,7 @@ def run_lab(
     pending = [run for run in runs if not (reuse and is_reusable(run, paths, fingerprint))]
     errors: dict[str, Optional[str]] = {}
     if pending:
-        errors = _run_here(pending, paths, Path(assets_dir), progress_console)
-        for run in pending:
-            if errors.get(run.name) is None:
-                description = {"name": run.name, "steps": run.steps, "overrides": list(run.overrides), "assets": fingerprint,
-                               "all_overrides": main_ppo_overrides(run, CPUBackend(Path(assets_dir).resolve()),
-                                                                   Outputs(paths.out_dir))}
-                paths.run_description(run).parent.mkdir(parents=True, exist_ok=True)
-                paths.run_description(run).write_text(json.dumps(description, indent=1) + "\n", encoding="utf-8")
+        errors = _run_here(pending, paths, Path(assets_dir), fingerprint, progress_console)
     records = []
     for run in runs:
         metrics = paths.metrics(run)
@@ -154,21 +143,32 @@ def run_lab(
     return records
 
 
+def write_description(path: Path, run: Run, fingerprint: str, all_overrides: Sequence[str]) -> None:
+    """``runs/<name>.json``: the run's own overrides and steps, the initial model's fingerprint, and every override
+    ``main_ppo`` was given."""
+    description = {"name": run.name, "steps": run.steps, "overrides": list(run.overrides), "assets": fingerprint,
+                   "all_overrides": list(all_overrides)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_whole(path, lambda file: file.write((json.dumps(description, indent=1) + "\n").encode("utf-8")))
+
+
 def missing_steps_error(run: Run, steps: list[dict[str, Any]], metrics: Path, skipped_lines: int = 0) -> Optional[str]:
     """An error when verl logged fewer training steps than the run asked for (a run cut short would
     otherwise be summarised as if it were complete); None when all were logged. ``skipped_lines``: the
     metrics file's last line was cut short (a write interrupted) and not read."""
-    trained = sum(1 for step in steps if REWARD_METRIC in step)
+    trained = len(trained_steps(steps))
     if trained >= run.steps:
         return None
     cut = "; its last line was cut short and skipped" if skipped_lines else ""
     return f"verl logged {trained} of {run.steps} training steps in {metrics}{cut}"
 
 
-def _run_here(pending: Sequence[Run], paths: LabPaths, assets_dir: Path, progress_console=None) -> dict[str, Optional[str]]:
+def _run_here(pending: Sequence[Run], paths: LabPaths, assets_dir: Path, fingerprint: str,
+              progress_console=None) -> dict[str, Optional[str]]:
     """Run ``pending`` in one :class:`~verl_ext.cpu.ray_session.CPURaySession` of this process, output in the lab's
     log, the progress bar on the terminal (``progress_console``, default: this process's standard error as it
-    was before). Each run's error (None when it ran)."""
+    was before); each run that ran gets its description (``runs/<name>.json``: what :func:`is_reusable` compares),
+    which moves with its files when a later lab runs it again. Each run's error (None when it ran)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -196,7 +196,10 @@ def _run_here(pending: Sequence[Run], paths: LabPaths, assets_dir: Path, progres
                         for index, run in enumerate(pending):
                             label = f"run {index + 1}/{len(pending)} {run.name}"
                             with _watching(progress, task, run, paths.metrics(run), done, label):
-                                result = session.run(run)  # a failed run is in the result; the next one goes on
+                                # a failed run is in the result; the next one goes on
+                                result = session.run(run, keep_with_run=(paths.run_description(run),))
+                            if result.ok:
+                                write_description(paths.run_description(run), run, fingerprint, result.overrides)
                             print(f"[verl-ext lab] {run.name}: {'ok' if result.ok else result.error} "
                                   f"({result.wall_seconds:.0f} s)", flush=True)
                             errors[run.name] = None if result.ok else f"{result.error} (see {paths.log})"
@@ -245,7 +248,7 @@ def output_to(log: Path) -> Iterator[TextIO]:
     saved = {fd: os.dup(fd) for fd in (1, 2)}
     terminal = os.fdopen(os.dup(saved[2]), "w", encoding="utf-8", errors="replace", buffering=1)
     try:
-        with log.open("w", encoding="utf-8", buffering=1) as handle:
+        with open_lab_log(log) as handle:
             for fd in (1, 2):
                 os.dup2(handle.fileno(), fd)
             try:
@@ -258,6 +261,17 @@ def output_to(log: Path) -> Iterator[TextIO]:
         for copy in saved.values():
             os.close(copy)
         terminal.close()
+
+
+def open_lab_log(log: Path) -> TextIO:
+    """The lab's log, appended to (an earlier lab's output stays above, after a line naming when this one started),
+    never through a symbolic link (OSError ELOOP: it would write into another file)."""
+    import time
+
+    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    handle = os.fdopen(descriptor, "w", encoding="utf-8", buffering=1)
+    handle.write(f"==== verl-ext lab, {time.strftime('%Y-%m-%d %H:%M:%S')} ====\n")
+    return handle
 
 
 class Terminated(Exception):

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from verl_ext import metric_names
+from verl_ext.metrics_file import trained_steps
 from verl_ext.plotting import running_average
 
 REWARD_METRIC = metric_names.SCORE_MEAN
@@ -43,11 +44,6 @@ TASK_MAX_REWARD = 1.0  # verl_ext.tiny.task.count_reward is in [0, 1]
 DEFAULT_TARGET = 0.9
 SMOOTHING_WINDOW = 5
 FINAL_FRACTION = 0.1
-
-
-def trained_steps(steps: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The steps that trained and logged a reward, in step order."""
-    return sorted((step for step in steps if REWARD_METRIC in step), key=lambda step: step["step"])
 
 
 def final_window(length: int) -> int:
@@ -88,7 +84,7 @@ def summarize_run(
     ``pi_old_is_behaviour``: whether the run's ``actor/ppo_kl`` is against the behaviour policy (bypass_mode)."""
     if not max_reward > 0:
         raise ValueError(f"max_reward must be > 0, got {max_reward}")
-    rows = trained_steps(steps)
+    rows = [row for row in trained_steps(steps) if REWARD_METRIC in row]
     reward = [float(row[REWARD_METRIC]) / max_reward for row in rows]
     kl = [float(row[KL_METRIC]) if KL_METRIC in row else None for row in rows]
     lag = [float(row[LAG_METRIC]) if LAG_METRIC in row else None for row in rows]

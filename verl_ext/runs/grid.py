@@ -1,15 +1,17 @@
-"""The one grid model: a figure script's runs, a sweep's and the lab's, as points x learning rates x seeds.
+"""The one grid model and the one planner: a figure script's runs, a sweep's and the lab's, as points x learning
+rates x seeds -> :class:`~verl_ext.runs.run.Run`\\ s.
 
 A :class:`Point` is an algorithm preset in a staleness setting, with a learning-rate factor (the REC paper's
 B.4 sweep multiplies the rate by 2 and 5). A :class:`Grid` runs every point at every learning rate and seed, in
 that order (seeds innermost): the run's learning rate is the grid's rate times the point's factor. A grid with no
 learning rates runs each point at its profile's rate (None; names then carry no ``-lr``), one with no seeds at
-the config's seed (None; no ``-seed``).
+the config's seed (None; no ``-seed``), one with no steps or prompts per step at its base's (no ``-T``, ``-P``).
 
-Who builds one: the figure scripts and ``run``/``sweep`` (:mod:`verl_ext.experiments`), the lab
-(:mod:`verl_ext.lab.grids`: one grid per finding of the paper, or ``--algorithms``/``--settings``). What a
-point becomes is theirs to say (:meth:`Grid.runs` takes the function that builds a
-:class:`~verl_ext.runs.run.Run`); the grid checks that no two runs share a name (and so a metrics file).
+Where grids come from: the catalogue (:mod:`verl_ext.experiments.catalogue`: each figure script's, each finding
+the lab tests), ``run``/``sweep`` (:mod:`verl_ext.experiments`) and the lab's ``--algorithms``/``--settings``.
+:meth:`Grid.runs` plans them all the same way: each run is :meth:`Run.from_preset` on the caller's base (a run
+profile's Table 1 column, the lab's batch), named in the one format (:func:`verl_ext.runs.names.run_name`: the parts
+the grid sets), and no two runs may share a name (and so a metrics file).
 
 Pure: nothing here imports verl or torch.
 """
@@ -18,9 +20,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 from verl_ext.algorithms.presets import AlgorithmChoice
+from verl_ext.runs.names import check_name, run_name
 from verl_ext.runs.run import Run
 from verl_ext.staleness.setting import Setting
 
@@ -65,6 +68,8 @@ class Grid:
     overrides: tuple[str, ...] = ()  # Hydra overrides of every run, after the presets (a figure's, then the user's)
     zero_variance_masking: bool = False  # off-policy GRPO's masking of equal-reward groups, in every run
     about: str = ""  # what it reproduces or tests
+    profile: str = ""  # a figure's run profile (a Table 1 column, verl_ext.experiments.profiles); "": the lab's
+    script: str = ""  # a figure's bash entry point, relative to the repository; "": none (a lab grid, a sweep)
 
     def __post_init__(self) -> None:
         for name in ("points", "learning_rates", "seeds", "overrides"):
@@ -83,9 +88,47 @@ class Grid:
             for seed in seeds
         ]
 
-    def runs(self, build: Callable[[Point, Optional[float], Optional[int]], Run], what: str = "") -> list[Run]:
-        """``build(point, learning_rate, seed)`` for every choice; ValueError when two runs would share a name."""
-        runs = [build(*choice) for choice in self.choices()]
+    def algorithms(self) -> list[AlgorithmChoice]:
+        """The grid's algorithms, in the order they first appear."""
+        return list(dict.fromkeys(point.algorithm for point in self.points))
+
+    def settings(self) -> list[Setting]:
+        """The grid's staleness settings, in the order they first appear."""
+        return list(dict.fromkeys(point.setting for point in self.points))
+
+    def runs(
+        self,
+        base: Iterable[str] = (),
+        overrides: Iterable[str] = (),
+        *,
+        project: Optional[str] = None,
+        profile: str = "",
+        name: Optional[str] = None,
+        prefix: Optional[str] = None,
+        named_by: str = "the run name",
+        what: str = "",
+    ) -> list[Run]:
+        """Every run of the grid, in its order: :meth:`Run.from_preset` of each (point, learning rate, seed) on
+        ``base``, with ``overrides`` then the grid's own after the preset's layers, the grid's steps, ``project`` and
+        ``profile``. Named in the one format with the parts the grid sets (learning rate when it sweeps them,
+        zero-variance masking, steps, prompts per step, seed); ``name``: one run's whole name, ``prefix``: every
+        name's (``<prefix>-<name>``), both checked as ``named_by`` says. ValueError naming the problem, before any run
+        is built: a bad name, ``name`` given to several runs, two runs of one name."""
+        choices = self.choices()
+
+        def name_of(point: Point, rate: Optional[float], seed: Optional[int]) -> str:
+            full = run_name(point.algorithm, point.setting, rate, self.zero_variance_masking, self.steps,
+                            self.prompts_per_step, seed)
+            return name or (f"{prefix}-{full}" if prefix else full)
+
+        if name and len(choices) > 1:
+            raise ValueError(f"{self.name}: {named_by}={name!r} names {len(choices)} runs the same: use it for one run")
+        names = [check_name(name_of(*choice), named_by if name or prefix else "run name") for choice in choices]
+        base, layers = tuple(base), (*overrides, *self.overrides)
+        runs = [Run.from_preset(run_name_, point.algorithm, point.setting, base=base, learning_rate=rate, seed=seed,
+                                zero_variance_masking=self.zero_variance_masking, overrides=layers, steps=self.steps,
+                                project=project, profile=profile)
+                for run_name_, (point, rate, seed) in zip(names, choices)]
         reject_repeated_names(runs, what or f"grid {self.name}")
         return runs
 

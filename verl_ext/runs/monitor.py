@@ -21,6 +21,7 @@ joins (:func:`verl_ext.cpu.local_cluster.cluster_processes`), which were started
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -191,6 +192,31 @@ def stop_process(process: subprocess.Popen, grace: float = STOP_GRACE_SECONDS) -
     return process.wait()
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> Optional[Callable[[], None]]:
+    """A ``preexec_fn`` for a child process: on Linux, it asks the kernel to send the child SIGKILL when its parent
+    dies, so that a ``kill -9`` of a launcher does not leave ``main_ppo`` (and the Ray it started, which dies with its
+    driver) training. None elsewhere: Ctrl-C and SIGTERM stop the child anyway (:func:`stop_process`)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child only calls it
+    except (OSError, AttributeError):  # no libc symbol: the child merely outlives a killed parent, as before
+        return None
+    return lambda: prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def open_new_log(path: Path):
+    """``path`` opened for writing a run's output, refusing to follow a symbolic link there (never writes through one
+    into another file: OSError ELOOP)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o644)
+    return os.fdopen(descriptor, "w", encoding="utf-8")
+
+
 def run_and_measure(
     command: Sequence[str],
     env: dict[str, str],
@@ -207,7 +233,7 @@ def run_and_measure(
     state = {"first": None, "last": None, "lines": 0}
     # bytes that are not UTF-8 (a model's raw output printed by a worker) are replaced, never an error that ends the run
     process = subprocess.Popen(list(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               encoding="utf-8", errors="replace")
+                               encoding="utf-8", errors="replace", preexec_fn=die_with_parent())
     watched = psutil.Process(process.pid)
 
     def check_progress() -> None:
@@ -222,7 +248,7 @@ def run_and_measure(
 
     sampler = ProcessSampler(lambda: _members(watched, also_measure), on_sample=check_progress)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with sampler, log_path.open("w", encoding="utf-8") as log:
+    with sampler, open_new_log(log_path) as log:
         assert process.stdout is not None
         try:
             for line in process.stdout:

@@ -4,12 +4,12 @@ A :class:`Run` is *what* to train: a name, the Hydra overrides that make its con
 was built from the presets, which algorithm preset, staleness setting, learning rate and seed it is (for
 names, tables, plots and ``<name>.run.json``). *Where* it trains (verl's own GPUs, the CPU backend, one GPU)
 is a :class:`~verl_ext.runs.launch.Backend`, and *where it writes* an :class:`~verl_ext.runs.launch.Outputs`:
-:func:`verl_ext.runs.launch.launch` joins the three into the one ``main_ppo`` command line, and the dry run
-checks what that command line composes.
+:func:`verl_ext.runs.compose.compose` joins the three into the overrides ``main_ppo`` is given, which the dry run
+checks and :func:`verl_ext.runs.launch.launch` checks and starts.
 
-Who builds Runs: the run scripts (:mod:`verl_ext.experiments.script_runs`, a :class:`~verl_ext.runs.grid.Grid`
-in the environment the scripts read), the lab (:func:`verl_ext.lab.plan.lab_run`), the quickstart, the GPU
-smoke, and the tests and benchmarks (a Run of plain overrides).
+Who builds Runs: the one planner, :meth:`verl_ext.runs.grid.Grid.runs` (the run scripts' grids in the environment
+the scripts read, :mod:`verl_ext.experiments`; the lab's, :mod:`verl_ext.lab.plan`), the quickstart, the GPU smoke,
+and the tests and benchmarks (a Run of plain overrides).
 
 A Run built from the presets (:meth:`Run.from_preset`) has these overrides, merged in this order, a key set
 later winning (:func:`verl_ext.runs.overrides.merge_overrides`):
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from verl_ext.algorithms.presets import AlgorithmChoice, number_label
+from verl_ext.checks.values import ConfigError
 from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME
 from verl_ext.recipe import config_dir as recipe_config_dir
 from verl_ext.run_description import RunDescription
@@ -46,6 +47,17 @@ SEED_KEYS = ("data.seed", "actor_rollout_ref.rollout.seed", "actor_rollout_ref.a
 ZERO_VARIANCE_MASKING = "trainer.v1.delayed_sync.zero_variance_masking=true"
 BYPASS_MODE_KEY = "algorithm.rollout_correction.bypass_mode"
 VERL_CONFIG_NAME = "ppo_trainer"  # verl's own trainer config, for a run without verl-ext's recipe
+
+
+class RunRefused(ConfigError):
+    """A run refused before anything was written or started: its configuration failed the driver's checks
+    (:meth:`verl_ext.runs.compose.ComposedRun.check`), or a file it would write is not verl-ext's to write
+    (:func:`verl_ext.runs.outputs.prepare_run_folder`). The message names the run, then the key and what is
+    allowed (or the path) last."""
+
+    def __init__(self, name: str, reason: str, what: str = "its configuration failed the driver's checks"):
+        super().__init__(f"run {name!r} refused before anything was written or started: {what}:\n  {reason}")
+        self.name, self.reason = name, reason
 
 
 def verl_config_dir() -> Path:

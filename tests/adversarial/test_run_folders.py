@@ -1,0 +1,66 @@
+"""Hostile run folders (issue 31, "symlinks followed"; issue 28, "a failed rerun deleted the last run's results"):
+a run's file that is a symbolic link is refused, never written through, on every path that prepares a run folder;
+the file behind it is left as it was. The child process is a tripwire: reaching it fails the test."""
+
+import pytest
+
+from tests.run_scripts.scripts import script_environment
+
+THEIRS = "someone else's file\n"
+
+
+@pytest.fixture
+def theirs(tmp_path):
+    path = tmp_path / "theirs.txt"
+    path.write_text(THEIRS)
+    return path
+
+
+def test_the_quickstart_refuses_an_earlier_log_that_is_a_link(tmp_path, tiny_assets, theirs, capsys, monkeypatch):
+    from verl_ext.cpu import quickstart
+    from verl_ext.runs.launch import ChildProcess
+
+    monkeypatch.setattr(ChildProcess, "execute", lambda *args: pytest.fail("a child was started"))
+    out = tmp_path / "out"
+    log = out / "verl_ext_cpu" / "rec_oneside_nois" / "main_ppo.log"
+    log.parent.mkdir(parents=True)
+    log.symlink_to(theirs)
+    status = quickstart.main(["--steps", "2", "--out", str(out), "--assets", str(tiny_assets)])
+    assert status == 2
+    assert f"{log} is a symbolic link" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert theirs.read_text() == THEIRS and log.is_symlink()
+    assert sorted(path.name for path in out.rglob("*")) == ["main_ppo.log", "rec_oneside_nois", "verl_ext_cpu"]
+
+
+def test_a_run_script_refuses_a_metrics_file_that_is_a_link(tmp_path, theirs, capsys):
+    from verl_ext.experiments.__main__ import main
+    from verl_ext.experiments.modes import Tools
+
+    environ = script_environment(tmp_path, VERL_EXT_CPU_SMOKE="1", VERL_EXT_TINY_ASSETS=str(tmp_path / "tiny"))
+    metrics = tmp_path / "outputs" / "cpu-smoke" / "metrics" / "verl-ext-gsm8k-qwen2.5-1.5b" / "grpo-on_policy.jsonl"
+    metrics.parent.mkdir(parents=True)
+    metrics.symlink_to(theirs)
+    status = main(["run", "gsm8k", "grpo"], environ,
+                  Tools(measure=lambda *args, **kwargs: pytest.fail("a child was started"), count_gpus=lambda: 0,
+                        environ=environ))
+    assert status == 2
+    assert f"{metrics} is a symbolic link" in capsys.readouterr().err
+    assert theirs.read_text() == THEIRS and metrics.is_symlink()
+    assert not (tmp_path / "tiny").exists()  # refused before the smoke's assets were built
+
+
+def test_the_lab_log_is_appended_to_and_never_written_through_a_link(tmp_path, theirs):
+    from verl_ext.lab.runner import output_to
+
+    log = tmp_path / "lab.log"
+    log.write_text("an earlier lab\n")
+    with output_to(log):
+        print("this lab")
+    text = log.read_text()
+    assert text.startswith("an earlier lab\n") and text.rstrip().endswith("this lab")
+    linked = tmp_path / "linked.log"
+    linked.symlink_to(theirs)
+    with pytest.raises(OSError):
+        with output_to(linked):
+            print("this lab")
+    assert theirs.read_text() == THEIRS

@@ -1,0 +1,202 @@
+"""The one composition of a run: a :class:`~verl_ext.runs.run.Run` on a backend, writing into outputs -> ``main_ppo``'s
+overrides -> the config verl's driver composes -> the driver's checks, on the platform the run will use.
+
+Every way of running a run goes through here: the launcher (:func:`verl_ext.runs.launch.launch`, a child process
+or the CPU backend's in-process session), the dry run (:mod:`verl_ext.preflight`) and the run scripts' modes.
+
+:func:`compose` joins the layers, merged in this order, a key set later winning
+(:func:`verl_ext.runs.overrides.merge_overrides`):
+
+1. the backend's profile, sized for the run (``Backend.before``: the CPU or GPU profile of a run written for
+   that backend, with its bookkeeping: 2 steps, no validation, no checkpoint unless the run asks);
+2. the names (``trainer.project_name``, ``trainer.experiment_name``) and the run's ``steps``, when set;
+3. the run's own overrides;
+4. what the backend must set whatever the run says (``Backend.after``: a run script's CPU or GPU smoke swaps in
+   the tiny model and data and caps the run at 2 steps, docs/run-scripts.md);
+5. the checkpoint folder and the metrics file (``trainer.default_local_dir``, verl's file-logger path in the Ray
+   job's environment, so that every worker on every node writes the metrics where they are read).
+
+:meth:`ComposedRun.check` is what ``python -m verl.trainer.main_ppo``'s driver does before Ray starts, in this
+process: Hydra composes the config from the same directory, name and overrides (:func:`hydra_config`), then, on the
+verl platform the backend's driver will resolve (:meth:`Backend.as_driver`: the CPU one for the CPU backend, so
+``trainer.device`` stays ``cpu`` and every CPU-topology check applies), ``auto_set_device`` and the very
+``validate_config`` the driver calls, which verl-ext's plugin joins to its own checks
+(:func:`verl_ext.driver_checks.install_driver_checks`: batch arithmetic, topology, the ``delayed_sync`` block, the
+loss keys, every interpolation resolved, the trainer mode and the reward function looked up). A failure is a
+:class:`~verl_ext.runs.run.RunRefused` naming the key and what is allowed, in seconds (verl's import and Hydra),
+before anything is written or started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import sys
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from verl_ext.runs.backend import Backend
+from verl_ext.runs.outputs import Outputs, RunPaths
+from verl_ext.runs.overrides import hydra_string, merge_overrides
+from verl_ext.runs.run import Run, RunRefused
+
+MAIN_PPO = "verl.trainer.main_ppo"  # python -m MAIN_PPO --config-path=DIR --config-name=NAME overrides...
+LOGGER_PATH_KEY = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
+LOGGER_PATH_VARIABLE = "VERL_FILE_LOGGER_PATH"
+
+
+@dataclass(frozen=True)
+class ComposedRun:
+    """A run on a backend, writing into outputs: its paths and the overrides ``main_ppo`` is given."""
+
+    run: Run
+    backend: Backend
+    outputs: Outputs
+    paths: RunPaths
+    overrides: tuple[str, ...]
+
+    @property
+    def arguments(self) -> list[str]:
+        """``--config-path=DIR --config-name=NAME overrides...``: what follows ``python -m verl.trainer.main_ppo``."""
+        return [f"--config-path={self.run.resolved_config_dir()}", f"--config-name={self.run.config_name}",
+                *self.overrides]
+
+    @property
+    def command(self) -> list[str]:
+        """``python -m verl.trainer.main_ppo ARGUMENTS`` with this process's Python: the one command line of verl's
+        trainer, as every launcher writes it."""
+        return [sys.executable, "-m", MAIN_PPO, *self.arguments]
+
+    def config(self):
+        """The config ``main_ppo`` composes (Hydra, verl imported)."""
+        return hydra_config(self.run.resolved_config_dir(), self.run.config_name, self.overrides)
+
+    def check(self) -> "CheckedRun":
+        """The driver's checks on the composed config, on the backend's platform (module docstring); RunRefused."""
+        try:
+            with _HYDRA, warnings.catch_warnings():  # process-wide state: one check at a time
+                warnings.simplefilter("ignore")  # verl's import-time notices (missing optional engines, ...)
+                with self.backend.as_driver(self.overrides):
+                    config = self.config()
+                    resolved, notes = check_as_the_driver(config)
+        except Exception as error:  # a bad config: Hydra's, verl's or verl-ext's message, with its causes
+            raise RunRefused(self.run.name, error_text(error)) from error
+        return CheckedRun(self, config, resolved, tuple(notes))
+
+
+@dataclass(frozen=True)
+class CheckedRun:
+    """A composed run whose config passed the driver's checks: the config (what the in-process session runs), its
+    resolved values and the checks' notes."""
+
+    composed: ComposedRun
+    config: Any  # omegaconf DictConfig
+    resolved: dict
+    notes: tuple[str, ...] = ()
+
+
+def compose(run: Run, backend: Backend, outputs: Outputs) -> ComposedRun:
+    """``run`` on ``backend`` writing into ``outputs``: its paths (computed here, once) and the layers of the module
+    docstring. A topology or batch the backend cannot size raises :class:`verl_ext.checks.values.ConfigError`."""
+    paths = outputs.paths(run)
+    names = [f"trainer.project_name={hydra_string(outputs.project_of(run))}",
+             f"trainer.experiment_name={hydra_string(run.name)}"]
+    steps = [f"trainer.total_training_steps={run.steps}"] if run.steps is not None else []
+    overrides = merge_overrides(
+        backend.before(run, paths),
+        [*names, *steps],
+        run.overrides,
+        backend.after(run),
+        [f"trainer.default_local_dir={hydra_string(str(paths.checkpoints))}",
+         f"{LOGGER_PATH_KEY}={hydra_string(str(paths.metrics))}"],
+    )
+    return ComposedRun(run, backend, outputs, paths, tuple(overrides))
+
+
+# Hydra's composition goes through its one global instance, a check swaps the warning filters and stdout: one at a time
+_HYDRA = threading.RLock()
+
+
+def hydra_config(config_dir: str | Path, config_name: str, overrides):
+    """The config ``main_ppo`` would receive (``@hydra.main`` with the same directory, name and overrides). One
+    composition at a time in a process (a launcher thread beside an in-process session)."""
+    import verl  # noqa: F401  (loads the verl.plugins entry points, as every verl process does)
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    with _HYDRA:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+            return hydra_compose(config_name=config_name, overrides=list(overrides))
+
+
+def check_as_the_driver(config) -> tuple[dict, list[str]]:
+    """What ``main_ppo``'s driver runs before Ray, on this process's platform; raises on the first failure.
+
+    ``auto_set_device``, then verl's ``validate_config`` as the driver calls it (with verl-ext's plugin loaded, the
+    wrapper that runs :func:`verl_ext.driver_checks.check_run_config` first). Returns the resolved config (a plain
+    dict) and notes: the checkpoint engines of a GPU config that this machine cannot import (nccl without cupy)."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils import config as verl_config
+    from verl.utils.device import auto_set_device
+
+    from verl_ext.checkpoint_backends import tolerate_unimportable_backends
+
+    auto_set_device(config)
+    # validate_config prints; a GPU config checked here may name a checkpoint engine whose transport this machine lacks
+    with contextlib.redirect_stdout(io.StringIO()), tolerate_unimportable_backends() as tolerated:
+        verl_config.validate_config(config=config, use_reference_policy=need_reference_policy(config),
+                                    use_critic=need_critic(config))
+    return OmegaConf.to_container(config, resolve=True), list(tolerated.notes)
+
+
+def error_text(error: BaseException) -> str:
+    """The exception and its causes, innermost last (Hydra wraps the config classes' errors): the key and what is
+    allowed end the text."""
+    parts = []
+    seen = set()
+    current: Optional[BaseException] = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        message = str(current).strip() or repr(current)
+        parts.append(f"{type(current).__name__}: {message}")
+        current = current.__cause__ or current.__context__
+    return "\n  caused by ".join(parts)
+
+
+@contextlib.contextmanager
+def memoised_config_files() -> Iterator[None]:
+    """Within the block, Hydra parses each YAML file of the config tree once (a deep copy per use).
+
+    Hydra re-reads and re-parses every file of verl's config tree (about 30) on each compose, which is most of
+    a check's time; in a batch of runs the files do not change. Uses Hydra's (private) config repository;
+    where that is missing, composes without the memo.
+    """
+    try:
+        from hydra._internal.config_repository import ConfigRepository
+    except ImportError:
+        yield
+        return
+    original = getattr(ConfigRepository, "load_config", None)
+    if original is None:
+        yield
+        return
+    parsed: dict = {}
+
+    def load_config(self, config_path):
+        key = (tuple(str(getattr(source, "path", source)) for source in self.sources), config_path)
+        if key not in parsed:
+            parsed[key] = original(self, config_path)
+        return copy.deepcopy(parsed[key])
+
+    ConfigRepository.load_config = load_config
+    try:
+        yield
+    finally:
+        ConfigRepository.load_config = original
