@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
 from verl_ext.algorithms.registry import REC, REG_COEF, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, sequence_mean, sequence_sum
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, prepare, ratio_metrics, sequence_mean, sequence_sum
 
 
 @policy_loss("asymre", "AsymRE (Meta)", f"{REC}, Section 4.2", reads=(REG_COEF,), old_log_prob="unused", regularizer=True)
@@ -28,7 +28,7 @@ def asymre_loss(
 ) -> LossTerms:
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
     loss_matrix = -(tokens.advantages + beta * tokens.mask) * tokens.delta
-    metrics = ratio_metrics(tokens, torch.exp(tokens.delta.detach()))
+    metrics = ratio_metrics(tokens, importance_ratio(tokens.delta.detach()))
     with torch.no_grad():
         sequence_log_prob = sequence_sum(torch.where(tokens.mask, log_prob, torch.zeros((), dtype=log_prob.dtype)))
         metrics["regularizer"] = sequence_mean(-beta * sequence_log_prob, tokens)

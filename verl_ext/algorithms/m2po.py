@@ -31,13 +31,18 @@ nothing is masked, and the gradient is REINFORCE's with the same advantages. tau
 
 Both are computed over the tokens of one call, i.e. verl's micro-batch on one data-parallel rank (as in both
 peers' code); with ``ppo_micro_batch_size_per_gpu`` = the mini-batch and one GPU it is the paper's batch.
+
+rho is computed from Delta clamped to +-20, as verl's losses clamp the log-ratio
+(:func:`~verl_ext.algorithms.tokens.importance_ratio`): a masked token far off-policy (Delta >= 89 overflows
+exp in float32) would otherwise turn its 0 x inf into a NaN loss and gradient. M2_hat and the mask use the
+unclamped Delta, the paper's statistic.
 """
 
 from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
 from verl_ext.algorithms.registry import POLICY_LOSS_NODE, Hyperparameter, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare, ratio_metrics
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, clip_fraction_metrics, prepare, ratio_metrics
 
 TOKEN_SETS = ("trust_region", "all")
 PAPER_THRESHOLD = 0.04  # tau_M2, the one value the paper uses in all its experiments
@@ -83,7 +88,7 @@ def m2po_loss(
     tokens: str = TOKEN_SETS[0],
 ) -> LossTerms:
     batch = prepare(log_prob, old_log_prob, advantages, response_mask)
-    ratio = torch.exp(batch.delta)
+    ratio = importance_ratio(batch.delta)  # clamped as verl's losses: a masked token's exp() never overflows
     with torch.no_grad():
         delta = batch.delta.detach()
         if tokens == "trust_region":

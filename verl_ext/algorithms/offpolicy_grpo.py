@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
 from verl_ext.algorithms.registry import CLIP_RATIO_HIGH, CLIP_RATIO_LOW, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, prepare, ratio_metrics
 
 
 @policy_loss("offpolicy_grpo", "off-policy GRPO", "arXiv 2505.22257, eq. 6", reads=(CLIP_RATIO_LOW, CLIP_RATIO_HIGH),
@@ -37,7 +37,7 @@ def offpolicy_grpo_loss(
             "algorithm.rollout_correction.bypass_mode=false and algorithm.rollout_correction.rollout_is=token"
         )
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)  # Delta = log pi_theta - log pi_k
-    current_ratio = torch.exp(tokens.delta)
+    current_ratio = importance_ratio(tokens.delta)
     behaviour_ratio = torch.where(tokens.mask, behaviour_ratio.detach(), torch.zeros((), dtype=current_ratio.dtype))  # r'
     ratio = current_ratio * behaviour_ratio  # r
     unclipped = -tokens.advantages * ratio

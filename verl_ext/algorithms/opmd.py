@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
 from verl_ext.algorithms.registry import POLICY_LOSS_NODE, REC, REG_COEF, Hyperparameter, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
 
 REGULARIZER_FORMS = ("sequence", "token")
 REG_FORM = Hyperparameter("form", f"{POLICY_LOSS_NODE}.reg_form", REGULARIZER_FORMS[0], choices=REGULARIZER_FORMS,
@@ -54,6 +54,6 @@ def opmd_loss(
     else:
         raise ValueError(f"OPMD regularizer form={form!r}; allowed: {REGULARIZER_FORMS}")
     loss_matrix = -tokens.advantages * tokens.delta + per_token
-    metrics = ratio_metrics(tokens, torch.exp(tokens.delta.detach()))
+    metrics = ratio_metrics(tokens, importance_ratio(tokens.delta.detach()))
     metrics["regularizer"] = sequence_mean(per_response.detach(), tokens)
     return LossTerms(loss_matrix, metrics)

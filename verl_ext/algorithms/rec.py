@@ -19,7 +19,7 @@ from __future__ import annotations
 from verl_ext.algorithms.lazy_torch import torch
 from verl_ext.algorithms.masks import one_side_mask, ring_mask, two_side_mask
 from verl_ext.algorithms.registry import CLIP_RATIO_HIGH, CLIP_RATIO_LOW, POLICY_LOSS_NODE, REC, Hyperparameter, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare, ratio_metrics
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, clip_fraction_metrics, prepare, ratio_metrics
 
 CLIPPING_MASKS = ("one_side", "two_side", "ring")
 
@@ -73,7 +73,7 @@ def rec_loss(
     outer_epsilon_high: float | None = None,
 ) -> LossTerms:
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
-    ratio = torch.exp(tokens.delta)
+    ratio = importance_ratio(tokens.delta)
     mask = rec_mask(ratio.detach(), tokens.advantages, clipping, epsilon_low, epsilon_high, outer_epsilon_low, outer_epsilon_high)
     weight = -tokens.advantages * mask
     loss_matrix = weight * ratio if importance_sampling else weight * tokens.delta

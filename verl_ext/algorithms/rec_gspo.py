@@ -18,7 +18,7 @@ from __future__ import annotations
 from verl_ext.algorithms.lazy_torch import torch
 from verl_ext.algorithms.masks import one_side_mask
 from verl_ext.algorithms.registry import CLIP_RATIO_HIGH, CLIP_RATIO_LOW, REC, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, clip_fraction_metrics, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
 
 # the paper's formula is a mean over responses of token means (B.7): verl's aggregation of that name
 SEQUENCE_MEAN_OF_TOKEN_MEANS = "seq-mean-token-mean"
@@ -41,13 +41,13 @@ def rec_gspo_loss(
 ) -> LossTerms:
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
     lengths = response_lengths(tokens)
-    sequence_ratio = torch.exp(sequence_sum(tokens.delta) / lengths)  # s_i, (batch, 1)
+    sequence_ratio = importance_ratio(sequence_sum(tokens.delta) / lengths)  # s_i, (batch, 1)
     sequence_advantage = sequence_sum(tokens.advantages) / lengths
     mask = one_side_mask(sequence_ratio.detach(), sequence_advantage, epsilon_low, epsilon_high)  # (batch, 1)
     weight = -tokens.advantages * mask
     # A is 0 on padding, so -A s M is too
     loss_matrix = weight * sequence_ratio if importance_sampling else weight * tokens.delta
-    metrics = ratio_metrics(tokens, torch.exp(tokens.delta.detach()))
+    metrics = ratio_metrics(tokens, importance_ratio(tokens.delta.detach()))
     metrics.update(clip_fraction_metrics(tokens, mask, split_by_sign=True))
     metrics["sequence_ratio_mean"] = sequence_mean(sequence_ratio.detach(), tokens)
     return LossTerms(loss_matrix, metrics)

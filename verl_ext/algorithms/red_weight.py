@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
 from verl_ext.algorithms.registry import POLICY_LOSS_NODE, REC, Hyperparameter, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, response_lengths, sequence_max, sequence_mean, sequence_sum
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, prepare, ratio_metrics, response_lengths, sequence_max, sequence_mean, sequence_sum
 
 MAX_EXPONENT = 50.0
 WEIGHT_TEMPERATURE = Hyperparameter("temperature", f"{POLICY_LOSS_NODE}.weight_temperature", 1.0,
@@ -33,7 +33,7 @@ def red_weight_loss(
     sequence_advantage = sequence_sum(tokens.advantages) / response_lengths(tokens)  # A_i, (batch, 1)
     weights = torch.exp((sequence_advantage / temperature).clamp(-MAX_EXPONENT, MAX_EXPONENT))  # w_i, (batch, 1)
     loss_matrix = -(weights * tokens.advantages) * tokens.delta
-    metrics = ratio_metrics(tokens, torch.exp(tokens.delta.detach()))
+    metrics = ratio_metrics(tokens, importance_ratio(tokens.delta.detach()))
     metrics["red_weight_mean"] = sequence_mean(weights, tokens)
     metrics["red_weight_max"] = sequence_max(weights, tokens)
     return LossTerms(loss_matrix, metrics)

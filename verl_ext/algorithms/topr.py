@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
 from verl_ext.algorithms.registry import POLICY_LOSS_NODE, Hyperparameter, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, sequence_sum
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, prepare, ratio_metrics, sequence_sum
 
 RATIO_LEVELS = ("sequence", "token")
 TOPR_RATIO_LEVEL = Hyperparameter("ratio_level", f"{POLICY_LOSS_NODE}.topr_ratio_level", RATIO_LEVELS[0], choices=RATIO_LEVELS,
@@ -61,7 +61,7 @@ def topr_loss(
         raise ValueError(f"TOPR ratio_level={ratio_level!r}; allowed: {RATIO_LEVELS}")
     weight = torch.where(truncated, taper, torch.ones_like(taper))  # alpha, held constant
     loss_matrix = -(weight * tokens.advantages) * tokens.delta
-    metrics = ratio_metrics(tokens, torch.exp(delta))
+    metrics = ratio_metrics(tokens, importance_ratio(delta))
     negative = (tokens.advantages < 0) & tokens.mask
     with torch.no_grad():
         count = negative.sum()
