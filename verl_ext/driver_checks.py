@@ -5,11 +5,13 @@ One function, :func:`check_run_config`, owns the checks that verl's ``validate_c
 the batch arithmetic (per trainer rank too, :mod:`verl_ext.checks.batch_arithmetic`), a CPU run's topology
 (:mod:`verl_ext.cpu.topology`), the
 ``trainer.v1.delayed_sync`` block (in every trainer mode; outside ``delayed_sync`` a key set to another value
-than its default is refused, it would be ignored), ``trainer.logger`` (each name a backend of verl's
+than its default is refused, it would be ignored), the loss and estimator settings
+that need keys from several nodes (:func:`verl_ext.algorithms.loss_config.check_algorithm_keys`: the clipping
+range with a loss that reads none, one response per prompt with a group baseline, pi_old, ...), ``trainer.logger`` (each name a backend of verl's
 ``Tracking``, which otherwise fails only inside Ray), ``algorithm.red_drop_seed``, the rollout seed of
 verl-ext's seeded agent loop, the actor's learning rate and, when the custom reward function is verl-ext's, its
 ``reward_kwargs`` and the ``VERL_EXT_MATH_*`` variables (else the first batch would fail on them, after
-Ray and the engine have started). The policy-loss keys are checked when verl builds the actor config
+Ray and the engine have started). The policy-loss node's own keys are checked when verl builds the actor config
 (:mod:`verl_ext.algorithms.loss_config`, from inside ``validate_config``).
 
 Two callers, the same errors:
@@ -46,14 +48,14 @@ def check_run_config(config) -> dict:
     """Raise :class:`verl_ext.checks.values.ConfigError` on the first bad verl-ext setting, naming the key.
 
     Returns the resolved config (a plain dict), which the checks build anyway."""
-    from verl_ext.algorithms.loss_config import check_mirrors
+    from verl_ext.algorithms.loss_config import check_algorithm_keys
     from verl_ext.cpu.topology import check_cpu_topology
     from verl_ext.staleness.config import check_staleness_keys
 
-    check_mirrors(config)  # a hand-set copy of actor.clip_ratio_low & co. would change nothing
     check_batch_arithmetic(config)
     check_cpu_topology(config)  # the CPU rollout's one process per replica; Ray nodes, GPUs and CPUs of a CPU run
     check_staleness_keys(config)
+    check_algorithm_keys(config)
     seed = OmegaConf.select(config, RED_DROP_SEED, default=None)
     if seed is not None:
         require_int(RED_DROP_SEED, seed, 0, "RED-Drop seeds its generator with it (null: the default seed 1).")
