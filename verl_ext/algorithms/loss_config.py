@@ -15,9 +15,10 @@ Each setting is checked once, by one of two functions:
 - :func:`check_algorithm_keys`, on the whole ``main_ppo`` config (run by :mod:`verl_ext.driver_checks` in the
   driver of ``main_ppo`` and in the dry run, before Ray): what needs keys from elsewhere. The estimator, verl's
   clipping range (``actor.clip_ratio_low/high``: its values, REC-Ring's outer margins outside it, and no other
-  value than the default with a loss that reads no clipping range), where pi_old comes from
-  (``algorithm.rollout_correction``, ``trainer.use_v1``), RED-Drop with a regularizer, and one response per
-  prompt with an estimator whose baseline is the prompt's group.
+  value than the default with a loss that reads no clipping range), verl's own loss keys (``actor.clip_ratio_c``,
+  ``policy_loss.dro_beta``, ...) and ``actor.clip_ratio`` with a verl-ext loss that does not read them, where
+  pi_old comes from (``algorithm.rollout_correction``, ``trainer.use_v1``), RED-Drop with a regularizer, and one
+  response per prompt with an estimator whose baseline is the prompt's group.
 
 "Set to another value than its default" is how an override of a key the loss does not read is recognised: the
 recipe (and verl, for the clipping range) writes every default, the presets write the default clipping range for
@@ -125,6 +126,7 @@ def check_algorithm_keys(config) -> None:
         return
     for name, (key, value) in clipping.items():
         _reject_if_unread(name, value, loss_mode, spec, key)
+    _reject_verl_keys(config, loss_mode, spec, clipping)
     if "outer_clip_ratio_low" in spec.reads:
         _check_outer_margins(config, clipping)
     _check_old_log_prob(config, loss_mode, spec)
@@ -213,6 +215,42 @@ def _clipping_range(config) -> dict[str, tuple[str, Any]]:
             key, value = VERL_CLIP_RATIO, _value(config, VERL_CLIP_RATIO)
         clipping[name] = (key, value)
     return clipping
+
+
+# verl's own loss keys and the losses of verl's that read them (verl 0.9.1's core_algos.py, read for facts): with
+# a verl-ext loss nothing reads them.
+VERL_LOSS_KEYS = {
+    f"{ACTOR}.clip_ratio_c": ["dppo_kl", "dppo_tv", "vanilla"],
+    f"{POLICY_LOSS_NODE}.clip_cov_ratio": ["clip_cov"],
+    f"{POLICY_LOSS_NODE}.clip_cov_lb": ["clip_cov"],
+    f"{POLICY_LOSS_NODE}.clip_cov_ub": ["clip_cov"],
+    f"{POLICY_LOSS_NODE}.kl_cov_ratio": ["kl_cov"],
+    f"{POLICY_LOSS_NODE}.ppo_kl_coef": ["kl_cov"],
+    f"{POLICY_LOSS_NODE}.dro_beta": ["dro"],
+}
+
+
+def _verl_default(key: str) -> Any:
+    from verl.workers.config import ActorConfig
+
+    config_class = ActorConfig if key.startswith(f"{ACTOR}.") and not key.startswith(f"{POLICY_LOSS_NODE}.") else PolicyLossConfig
+    return config_class.__dataclass_fields__[key.rsplit(".", 1)[1]].default
+
+
+def _reject_verl_keys(config, loss_mode: str, spec, clipping: dict[str, tuple[str, Any]]) -> None:
+    """verl's loss keys at another value than verl's default with a verl-ext loss, which reads none of them; and
+    verl's ``actor.clip_ratio``, which the clipped losses read only in place of a null ``clip_ratio_low/high``."""
+    for key, verl_readers in VERL_LOSS_KEYS.items():
+        value, default = _value(config, key), _verl_default(key)
+        if value != default:
+            reject(key, value, f"verl's default {default!r} with loss_mode={loss_mode!r}, which does not read it",
+                   f"Only verl's {verl_readers} read it: remove the override or pick one of those losses.")
+    clip_ratio, default = _value(config, VERL_CLIP_RATIO), _verl_default(VERL_CLIP_RATIO)
+    in_use = set(CLIPPING_RANGE) <= set(spec.reads) and any(key == VERL_CLIP_RATIO for key, _ in clipping.values())
+    if clip_ratio != default and not in_use:
+        reject(VERL_CLIP_RATIO, clip_ratio, f"verl's default {default!r} with loss_mode={loss_mode!r}",
+               f"verl-ext's clipped losses read it only in place of a null {key_of('clip_ratio_low')} or "
+               f"{key_of('clip_ratio_high')}; set those (epsilon_low, epsilon_high) instead.")
 
 
 def _check_outer_margins(config, clipping: dict[str, tuple[str, Any]]) -> None:
