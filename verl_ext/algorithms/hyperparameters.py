@@ -13,8 +13,7 @@ and in ``symbol`` below. The keys live in two config nodes:
   policy-loss config (:class:`verl_ext.algorithms.loss_config.RECPolicyLossConfig`, verl's ``PolicyLossConfig``
   plus these fields) is what verl builds from them.
 
-These defaults are the one place in the code: the presets state them, ``verl-ext list`` prints them, the verl glue
-falls back on them. The recipe config (``verl_ext/recipe/rec_trainer.yaml``) writes each key again, because Hydra
+These defaults are the one place in the code: the presets state them, the verl glue falls back on them. The recipe config (``verl_ext/recipe/rec_trainer.yaml``) writes each key again, because Hydra
 overrides only keys it finds there (without ``+``); ``tests/algorithms/test_registry.py`` holds the two equal.
 Which losses read which key: their registrations (``@policy_loss(..., reads=(...))``, :mod:`.registry`).
 
@@ -77,8 +76,8 @@ Allowed = Union[Numbers, Choices]
 
 
 def hyperparameter(default: Any, allowed: Allowed, meaning: str, symbol: str = "") -> Any:
-    """A declared key: its default, the values it accepts, its meaning (shown by ``verl-ext list`` and added to
-    a refusal) and the paper's symbol for it."""
+    """A declared key: its default, the values it accepts, its meaning (added to a refusal) and the paper's symbol
+    for it."""
     return field(default=default, metadata={"allowed": allowed, "meaning": meaning, "symbol": symbol})
 
 
