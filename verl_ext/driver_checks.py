@@ -5,11 +5,14 @@ One function, :func:`check_run_config`, owns the checks that verl's ``validate_c
 the batch arithmetic (per trainer rank too, :mod:`verl_ext.checks.batch_arithmetic`), a CPU run's topology
 (:mod:`verl_ext.cpu.topology`), the
 ``trainer.v1.delayed_sync`` block (in every trainer mode; outside ``delayed_sync`` a key set to another value
-than its default is refused, it would be ignored), ``trainer.logger`` (each name a backend of verl's
+than its default is refused, it would be ignored), the keys of the rollout engine's own pool under a trainer mode
+that keeps the engine with the actor (refused, naming the modes that read them), the loss and estimator settings
+that need keys from several nodes (:func:`verl_ext.algorithms.loss_config.check_algorithm_keys`: the clipping
+range with a loss that reads none, one response per prompt with a group baseline, pi_old, ...), ``trainer.logger`` (each name a backend of verl's
 ``Tracking``, which otherwise fails only inside Ray), ``algorithm.red_drop_seed``, the rollout seed of
 verl-ext's seeded agent loop, the actor's learning rate and, when the custom reward function is verl-ext's, its
 ``reward_kwargs`` and the ``VERL_EXT_MATH_*`` variables (else the first batch would fail on them, after
-Ray and the engine have started). The policy-loss keys are checked when verl builds the actor config
+Ray and the engine have started). The policy-loss node's own keys are checked when verl builds the actor config
 (:mod:`verl_ext.algorithms.loss_config`, from inside ``validate_config``).
 
 Two callers, the same errors:
@@ -46,14 +49,15 @@ def check_run_config(config) -> dict:
     """Raise :class:`verl_ext.checks.values.ConfigError` on the first bad verl-ext setting, naming the key.
 
     Returns the resolved config (a plain dict), which the checks build anyway."""
-    from verl_ext.algorithms.loss_config import check_mirrors
+    from verl_ext.algorithms.loss_config import check_algorithm_keys
     from verl_ext.cpu.topology import check_cpu_topology
     from verl_ext.staleness.config import check_staleness_keys
 
-    check_mirrors(config)  # a hand-set copy of actor.clip_ratio_low & co. would change nothing
     check_batch_arithmetic(config)
+    check_engine_pool_keys(config)  # before the topology, which counts an engine pool's GPUs
     check_cpu_topology(config)  # the CPU rollout's one process per replica; Ray nodes, GPUs and CPUs of a CPU run
     check_staleness_keys(config)
+    check_algorithm_keys(config)
     seed = OmegaConf.select(config, RED_DROP_SEED, default=None)
     if seed is not None:
         require_int(RED_DROP_SEED, seed, 0, "RED-Drop seeds its generator with it (null: the default seed 1).")
@@ -62,6 +66,52 @@ def check_run_config(config) -> dict:
     check_sampling_seeds(config)
     check_verl_ext_reward_options(config)
     return check_what_workers_look_up(config)
+
+
+# The trainers that keep the rollout engine with the actor, so that the keys of an engine on its own pool
+# (hybrid_engine=false, rollout.nnodes / n_gpus_per_node, rollout.checkpoint_engine.backend) mean nothing there
+# (verl 0.9.1, read for facts): its v1 sync and colocate_async modes (verl/trainer/ppo/v1/trainer_base.py) serve the
+# rollout from the actor's workers, size nothing by rollout.nnodes / n_gpus_per_node and set the backend to
+# 'naive'; its legacy trainer (trainer.use_v1=false, verl/trainer/ppo/ray_trainer.py) asserts hybrid_engine=true
+# inside Ray and looks the backend up in its registry there. The modes that read them: verl's separate_async
+# (trainer_separate_async.py) and verl-ext's delayed_sync (checked in verl_ext/staleness/config.py).
+COLOCATED_MODES = ("sync", "colocate_async")
+ENGINE_POOL_READERS = "trainer.v1.trainer_mode=separate_async (verl's) or delayed_sync (verl-ext's), with trainer.use_v1=true"
+
+
+def check_engine_pool_keys(config) -> None:
+    """A key of the rollout engine's own pool, set under a trainer that keeps the engine with the actor (where it
+    would be ignored), is refused, naming the modes that read it."""
+    from verl_ext import checkpoint_backends
+    from verl_ext.staleness.config import ENGINE_GPUS_PER_NODE, ENGINE_NODES, HYBRID_ENGINE
+
+    legacy = _value(config, "trainer.use_v1") is False
+    mode = _value(config, TRAINER_MODE_KEY)
+    if not legacy and mode not in COLOCATED_MODES:
+        return  # a mode that reads them (and checks them), or one verl-ext does not know
+    where = "trainer.use_v1=false (verl's legacy trainer)" if legacy else f"{TRAINER_MODE_KEY}={mode}"
+    why = f"Only {ENGINE_POOL_READERS} put the rollout engine on a pool of its own; {where} keeps it with the actor"
+    hybrid = _value(config, HYBRID_ENGINE)
+    if hybrid is not None and hybrid is not True:
+        reject(HYBRID_ENGINE, hybrid, f"true with {where}",
+               why + (" and asserts hybrid_engine=true, inside Ray." if legacy else " and would ignore this value."))
+    for key, value, default in ((ENGINE_NODES, _value(config, ENGINE_NODES), 0),
+                                (ENGINE_GPUS_PER_NODE, _value(config, ENGINE_GPUS_PER_NODE), _value(config, "trainer.n_gpus_per_node"))):
+        if value is not None and value != default:
+            reject(key, value, f"its default {default!r} with {where}", why + " and would ignore this value.")
+    backend = _value(config, checkpoint_backends.BACKEND_KEY)
+    if not legacy:
+        if backend is not None and backend != checkpoint_backends.COLOCATED_BACKEND:
+            reject(checkpoint_backends.BACKEND_KEY, backend, f"{checkpoint_backends.COLOCATED_BACKEND!r} with {where}",
+                   f"{why}, where verl sets the backend to {checkpoint_backends.COLOCATED_BACKEND!r} whatever this says.")
+        return
+    # verl's legacy trainer reads the backend: a name its registry lacks fails there, after Ray starts
+    checkpoint_backends.import_custom_backend_module(_value(config, checkpoint_backends.CUSTOM_MODULE_KEY))
+    status = checkpoint_backends.backend_status(str(backend))
+    if status.status == checkpoint_backends.UNKNOWN:
+        reject(checkpoint_backends.BACKEND_KEY, backend,
+               f"a registered checkpoint engine ({', '.join(status.registered)}) with {where}",
+               "verl's legacy trainer looks it up in its registry inside Ray, after the workers start.")
 
 
 def check_what_workers_look_up(config) -> dict:

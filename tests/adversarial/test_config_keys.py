@@ -2,8 +2,7 @@
 check (:func:`verl_ext.driver_checks.validate_run_config`, what ``main_ppo`` runs before Ray) with a ConfigError
 that names the key.
 
-The keys are read from the recipe config itself (every leaf verl-ext sets there, except the read-only mirrors)
-plus every key the catalog lists, so a key added later is tested without editing this file.
+The keys are read from the recipe config itself (every leaf verl-ext sets there) plus every key the catalog lists, so a key added later is tested without editing this file.
 """
 
 import math
@@ -20,17 +19,16 @@ from verl_ext.checks.values import ConfigError
 from verl_ext.driver_checks import LEARNING_RATE, validate_run_config
 
 NAN, INF = float("nan"), float("inf")
-# verl-ext uses this verl key (off-policy GRPO needs it >= 100); the recipe sets it only through a mirror
+# verl-ext checks this verl key (off-policy GRPO needs it >= 100); the recipe does not set it
 THRESHOLD = "algorithm.rollout_correction.rollout_is_threshold"
 
 
 def recipe_keys() -> dict[str, object]:
-    """Dotted key -> default, for every leaf of the recipe config except Hydra's and the mirrors."""
+    """Dotted key -> default, for every leaf of the recipe config except Hydra's."""
     return {
         key: raw
         for key, raw in recipe_defaults().items()  # the recipe's own leaves, interpolations unresolved
         if not key.startswith(("hydra", "defaults")) and not key.endswith("_target_")
-        and not (isinstance(raw, str) and raw.startswith("${") and ".policy_loss." in key)
     }
 
 

@@ -68,7 +68,7 @@ def test_opmd_forms_match_their_formulas_in_value_and_gradient(form, seed):
     expected_value, expected_gradient = gradient_of(lambda lp: opmd_formula(form, lp, old_log_prob, advantages, response_mask), log_prob)
     # the pure loss: its matrix summed is the objective
     value, gradient = gradient_of(
-        lambda lp: opmd_loss(lp, old_log_prob, advantages, response_mask, beta=BETA, form=form).loss_matrix.sum(), log_prob
+        lambda lp: opmd_loss(lp, old_log_prob, advantages, response_mask, reg_coef=BETA, reg_form=form).loss_matrix.sum(), log_prob
     )
     torch.testing.assert_close(value, expected_value, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(gradient, expected_gradient, rtol=1e-12, atol=1e-12)
@@ -89,7 +89,7 @@ def test_opmd_forms_differ_by_the_response_length():
     log_prob = old_log_prob + delta
     zero, mask = torch.zeros(1, n, dtype=torch.float64), torch.ones(1, n, dtype=torch.bool)
     gradients = {
-        form: gradient_of(lambda lp: opmd_loss(lp, old_log_prob, zero, mask, beta=BETA, form=form).loss_matrix.sum(), log_prob)[1]
+        form: gradient_of(lambda lp: opmd_loss(lp, old_log_prob, zero, mask, reg_coef=BETA, reg_form=form).loss_matrix.sum(), log_prob)[1]
         for form in ("sequence", "token")
     }
     torch.testing.assert_close(gradients["sequence"], torch.full((1, n), BETA * n * delta, dtype=torch.float64))
@@ -228,15 +228,17 @@ def test_red_drop_conventions_agree_on_binary_rewards():
             assert dropped_by_us(list(rewards))[0] == trinity_drop_count(rewards), rewards
 
 
-def test_a_mirror_set_by_hand_is_refused_in_the_driver_naming_the_real_key():
-    """``policy_loss.clip_ratio_low`` is the checks' copy of ``actor.clip_ratio_low``: no loss reads it."""
+def test_a_clipping_range_added_to_the_policy_loss_node_is_refused_in_the_driver_naming_the_real_key():
+    """``policy_loss.clip_ratio_low`` looks like epsilon_low, which is ``actor.clip_ratio_low``: no loss reads it.
+    (The node keeps no copy of it: without ``+`` Hydra refuses the key; with ``+`` the driver does.)"""
     from omegaconf import OmegaConf
 
     from verl_ext.driver_checks import check_run_config
 
     config = compose_recipe()
-    check_run_config(config)  # the recipe's own mirrors pass
-    OmegaConf.update(config, "actor_rollout_ref.actor.policy_loss.clip_ratio_low", 0.3)  # what the override does
+    check_run_config(config)
+    # what the override +actor_rollout_ref.actor.policy_loss.clip_ratio_low=0.3 does
+    OmegaConf.update(config, "actor_rollout_ref.actor.policy_loss.clip_ratio_low", 0.3, force_add=True)
     with pytest.raises(ConfigError, match=r"policy_loss\.clip_ratio_low=0\.3 is invalid.*set actor_rollout_ref\.actor\.clip_ratio_low instead"):
         check_run_config(config)
 

@@ -46,14 +46,15 @@ def test_every_estimator_validates(estimator):
 
 
 def test_overridden_keys_reach_the_built_actor_config():
-    policy_loss = actor_config(
+    actor = actor_config(
         "actor_rollout_ref.actor.policy_loss.loss_mode=rec_ring_nois",
         "actor_rollout_ref.actor.clip_ratio_low=0.3",
         "actor_rollout_ref.actor.clip_ratio_high=0.4",
         "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_low=0.7",
         "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high=3.0",
-    ).policy_loss
-    assert (policy_loss.loss_mode, policy_loss.clip_ratio_low, policy_loss.clip_ratio_high) == ("rec_ring_nois", 0.3, 0.4)
+    )
+    policy_loss = actor.policy_loss  # the clipping range stays where verl (and the losses) read it: actor.clip_ratio_*
+    assert (policy_loss.loss_mode, actor.clip_ratio_low, actor.clip_ratio_high) == ("rec_ring_nois", 0.3, 0.4)
     assert (policy_loss.outer_clip_ratio_low, policy_loss.outer_clip_ratio_high) == (0.7, 3.0)
     assert actor_config("actor_rollout_ref.actor.policy_loss.loss_mode=opmd",
                         "actor_rollout_ref.actor.policy_loss.reg_coef=0.2").policy_loss.reg_coef == 0.2
@@ -75,8 +76,9 @@ BAD_CONFIGS = [
         ),
         "outer_clip_ratio_high=2.0 lies inside the inner band",
     ),
-    (("actor_rollout_ref.actor.policy_loss.reg_coef=-0.1",), "reg_coef=-0.1 must be >= 0"),
-    (("actor_rollout_ref.actor.policy_loss.weight_temperature=0",), "weight_temperature=0 must be > 0"),
+    (("actor_rollout_ref.actor.policy_loss.reg_coef=-0.1",), "reg_coef=-0.1 is invalid: allowed values are a finite number >= 0"),
+    (("actor_rollout_ref.actor.policy_loss.weight_temperature=0",),
+     "weight_temperature=0 is invalid: allowed values are a finite number > 0"),
     (
         ("actor_rollout_ref.actor.policy_loss.loss_mode=topr", "actor_rollout_ref.actor.policy_loss.topr_ratio_level=trajectory"),
         "topr_ratio_level='trajectory' is invalid: allowed values are one of ['sequence', 'token']",
@@ -128,7 +130,7 @@ def test_bad_config_stops_main_ppo_before_ray_starts():
     command = [
         sys.executable, "-m", "verl.trainer.main_ppo",
         f"--config-path={RECIPE_CONFIG_DIR}", "--config-name=rec_trainer",
-        "actor_rollout_ref.model.path=unused", "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.model.path=unused", "trainer.n_gpus_per_node=1", "actor_rollout_ref.rollout.n=2",
         "actor_rollout_ref.actor.policy_loss.loss_mode=rec_ring_is",
         "actor_rollout_ref.actor.policy_loss.outer_clip_ratio_high=0.1",
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",

@@ -13,22 +13,23 @@ with A_i = r_i - mean_j r_j from the ``rec`` estimator. The logged regularizer i
 from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
-from verl_ext.algorithms.registry import REC, REG_COEF, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, sequence_mean, sequence_sum
+from verl_ext.algorithms.registry import REC, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, prepare, ratio_metrics, sequence_mean, sequence_sum
 
 
-@policy_loss("asymre", "AsymRE (Meta)", f"{REC}, Section 4.2", reads=(REG_COEF,), old_log_prob="unused", regularizer=True)
+@policy_loss("asymre", "AsymRE (Meta)", f"{REC}, Section 4.2", reads=("reg_coef",), old_log_prob="unused", regularizer=True)
 def asymre_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     *,
-    beta: float,
+    reg_coef: float,
 ) -> LossTerms:
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
+    beta = reg_coef
     loss_matrix = -(tokens.advantages + beta * tokens.mask) * tokens.delta
-    metrics = ratio_metrics(tokens, torch.exp(tokens.delta.detach()))
+    metrics = ratio_metrics(tokens, importance_ratio(tokens.delta.detach()))
     with torch.no_grad():
         sequence_log_prob = sequence_sum(torch.where(tokens.mask, log_prob, torch.zeros((), dtype=log_prob.dtype)))
         metrics["regularizer"] = sequence_mean(-beta * sequence_log_prob, tokens)

@@ -21,7 +21,7 @@ No epsilon-clip: a token is either kept with its full ratio or masked. On-policy
 nothing is masked, and the gradient is REINFORCE's with the same advantages. tau_M2 =
 ``policy_loss.m2_threshold`` (0.04, the value the paper uses in every experiment).
 
-``tokens`` (``policy_loss.m2_tokens``) chooses T, i.e. which tokens are measured and can be masked:
+``m2_tokens`` (``policy_loss.m2_tokens``) chooses T, i.e. which tokens are measured and can be masked:
 
 ``trust_region`` (the default, the paper's): Algorithm 1 takes T = "all trust-region tokens". The authors'
     code (github.com/Infini-AI-Lab/M2PO, read for facts) defines those as the tokens whose ratio moved in the
@@ -31,22 +31,20 @@ nothing is masked, and the gradient is REINFORCE's with the same advantages. tau
 
 Both are computed over the tokens of one call, i.e. verl's micro-batch on one data-parallel rank (as in both
 peers' code); with ``ppo_micro_batch_size_per_gpu`` = the mini-batch and one GPU it is the paper's batch.
+
+rho is computed from Delta clamped to +-20, as verl's losses clamp the log-ratio
+(:func:`~verl_ext.algorithms.tokens.importance_ratio`): a masked token far off-policy (Delta >= 89 overflows
+exp in float32) would otherwise turn its 0 x inf into a NaN loss and gradient. M2_hat and the mask use the
+unclamped Delta, the paper's statistic.
 """
 
 from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
-from verl_ext.algorithms.registry import POLICY_LOSS_NODE, Hyperparameter, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare, ratio_metrics
+from verl_ext.algorithms.hyperparameters import M2_TOKEN_SETS
+from verl_ext.algorithms.registry import policy_loss
+from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, importance_ratio, prepare, ratio_metrics
 
-TOKEN_SETS = ("trust_region", "all")
-PAPER_THRESHOLD = 0.04  # tau_M2, the one value the paper uses in all its experiments
-SECOND_MOMENT_THRESHOLD = Hyperparameter("threshold", f"{POLICY_LOSS_NODE}.m2_threshold", PAPER_THRESHOLD,
-                                         "a finite number >= 0 (tau_M2 of M2PO; paper: 0.04)")
-TOKEN_SET = Hyperparameter("tokens", f"{POLICY_LOSS_NODE}.m2_tokens", TOKEN_SETS[0], choices=TOKEN_SETS,
-                           why="It chooses the tokens M2PO measures and masks (docs/algorithms.md).")
-M2_THRESHOLD = (SECOND_MOMENT_THRESHOLD.key,)
-M2_TOKENS = (TOKEN_SET.key,)
 
 
 def second_moment_mask(squared: torch.Tensor, candidates: torch.Tensor, threshold: float) -> torch.Tensor:
@@ -72,28 +70,28 @@ def second_moment_mask(squared: torch.Tensor, candidates: torch.Tensor, threshol
 
 
 @policy_loss("m2po", "M2PO (Second-Moment Trust Policy Optimization)", "arXiv 2510.01161, Algorithm 1",
-             reads=(SECOND_MOMENT_THRESHOLD, TOKEN_SET), grpo_advantages=True)
+             reads=("m2_threshold", "m2_tokens"), grpo_advantages=True)
 def m2po_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     *,
-    threshold: float,
-    tokens: str = TOKEN_SETS[0],
+    m2_threshold: float,
+    m2_tokens: str,
 ) -> LossTerms:
     batch = prepare(log_prob, old_log_prob, advantages, response_mask)
-    ratio = torch.exp(batch.delta)
+    ratio = importance_ratio(batch.delta)  # clamped as verl's losses: a masked token's exp() never overflows
     with torch.no_grad():
         delta = batch.delta.detach()
-        if tokens == "trust_region":
+        if m2_tokens == "trust_region":
             candidates = batch.mask & (((batch.advantages > 0) & (delta > 0)) | ((batch.advantages < 0) & (delta < 0)))
-        elif tokens == "all":
+        elif m2_tokens == "all":
             candidates = batch.mask
         else:
-            raise ValueError(f"M2PO tokens={tokens!r}; allowed: {TOKEN_SETS}")
+            raise ValueError(f"M2PO m2_tokens={m2_tokens!r}; allowed: {M2_TOKEN_SETS}")
         squared = delta.square()
-        keep = second_moment_mask(squared, candidates, threshold)
+        keep = second_moment_mask(squared, candidates, m2_threshold)
         kept = candidates & keep
     loss_matrix = -(batch.advantages * keep) * ratio
     metrics = ratio_metrics(batch, ratio)

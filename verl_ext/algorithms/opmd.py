@@ -26,34 +26,32 @@ per token is n times the token form's.
 from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
-from verl_ext.algorithms.registry import POLICY_LOSS_NODE, REC, REG_COEF, Hyperparameter, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
-
-REGULARIZER_FORMS = ("sequence", "token")
-REG_FORM = Hyperparameter("form", f"{POLICY_LOSS_NODE}.reg_form", REGULARIZER_FORMS[0], choices=REGULARIZER_FORMS,
-                          why="It chooses OPMD's regularizer (docs/algorithms.md).")
+from verl_ext.algorithms.hyperparameters import REG_FORMS
+from verl_ext.algorithms.registry import REC, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, prepare, ratio_metrics, response_lengths, sequence_mean, sequence_sum
 
 
-@policy_loss("opmd", "OPMD (Kimi)", f"{REC}, Section 4.2", reads=(REG_COEF, REG_FORM), regularizer=True)
+@policy_loss("opmd", "OPMD (Kimi)", f"{REC}, Section 4.2", reads=("reg_coef", "reg_form"), regularizer=True)
 def opmd_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     *,
-    beta: float,
-    form: str = REG_FORM.default,
+    reg_coef: float,
+    reg_form: str,
 ) -> LossTerms:
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
-    if form == "sequence":
+    beta = reg_coef
+    if reg_form == "sequence":
         per_response = 0.5 * beta * sequence_sum(tokens.delta).square()  # (beta/2) S_i^2, (batch, 1)
         per_token = (per_response / response_lengths(tokens)) * tokens.mask
-    elif form == "token":
+    elif reg_form == "token":
         per_token = 0.5 * beta * tokens.delta.square()  # 0 on padding: delta is
         per_response = sequence_sum(per_token)
     else:
-        raise ValueError(f"OPMD regularizer form={form!r}; allowed: {REGULARIZER_FORMS}")
+        raise ValueError(f"OPMD reg_form={reg_form!r}; allowed: {REG_FORMS}")
     loss_matrix = -tokens.advantages * tokens.delta + per_token
-    metrics = ratio_metrics(tokens, torch.exp(tokens.delta.detach()))
+    metrics = ratio_metrics(tokens, importance_ratio(tokens.delta.detach()))
     metrics["regularizer"] = sequence_mean(per_response.detach(), tokens)
     return LossTerms(loss_matrix, metrics)

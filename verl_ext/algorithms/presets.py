@@ -19,10 +19,11 @@ grpo                grpo (std-normalised)       rec_oneside_is: the REC paper's 
 ==================  ==========================  ===========================================================
 
 Settings every preset states (so each run's config says them): the clipping range (default (0.2, 0.2)),
-``norm_adv_by_std_in_grpo=true`` with the ``grpo`` estimator, REC-Ring's outer margins (0.6, 2.0),
-REC-GSPO's ``seq-mean-token-mean`` aggregation (its formula is a mean of token means, B.7), beta = 0.1 for
-OPMD and AsymRE, T = 1 for RED-Weight, tau_M2 = 0.04 for M2PO, and pi_old: the behaviour policy (``bypass_mode=true``) for every
-loss but ``offpolicy_grpo``, which recomputes pi_k and takes alpha as IS weights.
+``norm_adv_by_std_in_grpo=true`` with the ``grpo`` estimator, every number the loss reads at the papers' value,
+which is its declared default (:mod:`verl_ext.algorithms.hyperparameters`: REC-Ring's outer margins (0.6, 2.0),
+beta = 0.1 for OPMD and AsymRE, T = 1 for RED-Weight, tau_M2 = 0.04 for M2PO), REC-GSPO's ``seq-mean-token-mean``
+aggregation (its formula is a mean of token means, B.7), and pi_old: the behaviour policy (``bypass_mode=true``)
+for every loss but ``offpolicy_grpo``, which recomputes pi_k and takes alpha as IS weights.
 
 Aliases (documented, resolved to the name above before anything else, so run names use one spelling):
 :data:`ALIASES`.
@@ -30,24 +31,22 @@ Aliases (documented, resolved to the name above before anything else, so run nam
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Optional
 
-from verl_ext.algorithms.m2po import M2_THRESHOLD, PAPER_THRESHOLD
-from verl_ext.algorithms.rec import OUTER_MARGINS
-from verl_ext.algorithms.red_weight import TEMPERATURE
-from verl_ext.algorithms.registry import BETA, EPSILONS, ESTIMATORS, POLICY_LOSSES
+from verl_ext.algorithms.hyperparameters import CLIPPING_RANGE, allowed_of, default_of, key_of, symbol_of
+from verl_ext.algorithms.registry import EPSILONS, ESTIMATORS, POLICY_LOSSES
 
-DEFAULT_EPSILONS = (0.2, 0.2)
-ENLARGED_EPSILONS = (0.6, 2.0)  # the paper's enlarged range, and REC-Ring's outer margins
+DEFAULT_EPSILONS = tuple(default_of(name) for name in CLIPPING_RANGE)
 
+# The registered names the presets pair up beyond "each loss with its paper's estimator" (each defined once, on
+# its function; checked below to be registered).
 GRPO = "grpo"  # verl's estimator (std-normalised group advantages); not registered by verl-ext
-REC_ESTIMATOR = next(name for name, spec in ESTIMATORS.items() if not spec.drops_responses)  # group-relative
-RED_DROP = next(name for name, spec in ESTIMATORS.items() if spec.drops_responses)
-PLAIN_REINFORCE = next(name for name, spec in POLICY_LOSSES.items() if not spec.keys and spec.old_log_prob == "unused")
-PAPER_GRPO_LOSS = next(name for name, spec in POLICY_LOSSES.items() if spec.paper_name == "REC-OneSide-IS")
+REC_ESTIMATOR = "rec"  # A = r - group mean (rec_advantage.py)
+RED_DROP = "red_drop"  # RED-Drop's estimator (red_drop.py)
+PLAIN_REINFORCE = "rec_reinforce"  # REINFORCE without importance weights (reinforce.py)
+PAPER_GRPO_LOSS = "rec_oneside_is"  # REC-OneSide-IS (rec.py): with GRPO's advantages, the REC paper's GRPO
 
 # Other names users may write, and the preset they mean.
 ALIASES = {"reinforce": PLAIN_REINFORCE}
@@ -75,16 +74,12 @@ class AlgorithmPreset:
         out = []
         if self.estimator == GRPO:
             out.append("algorithm.norm_adv_by_std_in_grpo=true")
-        if spec.uses_outer_margins:
-            out += [f"{key}={value}" for key, value in zip(OUTER_MARGINS, ENLARGED_EPSILONS)]
+        # the numbers the loss reads, at the papers' values (their declared defaults); the clipping range is the
+        # choice's own (overrides())
+        out += [f"{key_of(name)}={default_of(name)}" for name in spec.reads
+                if name not in CLIPPING_RANGE and isinstance(default_of(name), float)]
         if spec.paper_loss_agg_mode is not None:
             out.append(f"actor_rollout_ref.actor.loss_agg_mode={spec.paper_loss_agg_mode}")
-        if set(BETA) <= set(spec.keys):
-            out.append(f"{BETA[0]}=0.1")
-        if set(TEMPERATURE) <= set(spec.keys):
-            out.append(f"{TEMPERATURE[0]}=1.0")
-        if set(M2_THRESHOLD) <= set(spec.keys):
-            out.append(f"{M2_THRESHOLD[0]}={PAPER_THRESHOLD}")
         if spec.old_log_prob == "current_and_behaviour":
             # r = pi/alpha needs pi_k (recomputed old_log_prob) and alpha (rollout log-probs as IS weights r')
             out += [
@@ -104,6 +99,9 @@ def _presets() -> dict[str, AlgorithmPreset]:
     }
     presets[RED_DROP] = AlgorithmPreset(RED_DROP, RED_DROP, PLAIN_REINFORCE)
     presets[GRPO] = AlgorithmPreset(GRPO, GRPO, PAPER_GRPO_LOSS)
+    for preset in presets.values():
+        if preset.loss not in POLICY_LOSSES or preset.estimator not in {*ESTIMATORS, GRPO}:
+            raise ValueError(f"preset {preset.name!r} names an unregistered loss or estimator: {preset}")
     return presets
 
 
@@ -201,12 +199,11 @@ def algorithm_argument(text: str) -> str:
 
 
 def _checked_epsilons(spec: str, epsilons: tuple[float, float]) -> tuple[float, float]:
-    low, high = epsilons
-    if not (math.isfinite(low) and 0.0 <= low <= 1.0):
-        raise ValueError(f"algorithm {spec!r}: epsilon_low must be in [0, 1], got {low}")
-    if not (math.isfinite(high) and high >= 0.0):
-        raise ValueError(f"algorithm {spec!r}: epsilon_high must be >= 0, got {high}")
-    return (float(low), float(high))
+    for name, value in zip(CLIPPING_RANGE, epsilons):
+        allowed = allowed_of(name)
+        if not allowed.admits(value):
+            raise ValueError(f"algorithm {spec!r}: {symbol_of(name)} must be {allowed.bounds}, got {value}")
+    return (float(epsilons[0]), float(epsilons[1]))
 
 
 def parse_algorithms(text: str, default_epsilons: tuple[float, float] = DEFAULT_EPSILONS) -> list[AlgorithmChoice]:

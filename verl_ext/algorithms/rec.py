@@ -12,25 +12,24 @@ The mask names the variant (see :mod:`verl_ext.algorithms.masks`):
                 advantages is GRPO's gradient.
     "two_side"  REC-TwoSide, eq. (18)
     "ring"      REC-Ring, eqs. (19)-(21), with the outer margins epsilon'_low, epsilon'_high.
+
+Hyperparameters (:mod:`verl_ext.algorithms.hyperparameters`): epsilon_low, epsilon_high = ``clip_ratio_low``,
+``clip_ratio_high`` (verl's ``actor.clip_ratio_low/high``); epsilon'_low, epsilon'_high = ``outer_clip_ratio_low``,
+``outer_clip_ratio_high`` (``policy_loss.*``). rho is computed from the log-ratio clamped to +-20 as verl's losses
+do (:func:`~verl_ext.algorithms.tokens.importance_ratio`).
 """
 
 from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
 from verl_ext.algorithms.masks import one_side_mask, ring_mask, two_side_mask
-from verl_ext.algorithms.registry import CLIP_RATIO_HIGH, CLIP_RATIO_LOW, POLICY_LOSS_NODE, REC, Hyperparameter, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, prepare, ratio_metrics
+from verl_ext.algorithms.hyperparameters import CLIPPING_RANGE, key_of
+from verl_ext.algorithms.registry import REC, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, clip_fraction_metrics, importance_ratio, prepare, ratio_metrics
 
 CLIPPING_MASKS = ("one_side", "two_side", "ring")
-
-# epsilon'_low, epsilon'_high: REC-Ring's outer margins (>= the inner epsilons)
-OUTER_CLIP_RATIO_LOW = Hyperparameter("outer_epsilon_low", f"{POLICY_LOSS_NODE}.outer_clip_ratio_low", 0.6,
-                                      "a finite number in [0, 1] (epsilon'_low of REC-Ring)")
-OUTER_CLIP_RATIO_HIGH = Hyperparameter("outer_epsilon_high", f"{POLICY_LOSS_NODE}.outer_clip_ratio_high", 2.0,
-                                       "a finite number >= 0 (epsilon'_high of REC-Ring)")
-OUTER_MARGINS = (OUTER_CLIP_RATIO_LOW.key, OUTER_CLIP_RATIO_HIGH.key)
-EPSILONS_READ = (CLIP_RATIO_LOW, CLIP_RATIO_HIGH)
-RING_READ = EPSILONS_READ + (OUTER_CLIP_RATIO_LOW, OUTER_CLIP_RATIO_HIGH)
+RING_READ = CLIPPING_RANGE + ("outer_clip_ratio_low", "outer_clip_ratio_high")
+OUTER_MARGINS = tuple(key_of(name) for name in RING_READ[2:])  # their config keys
 
 
 def rec_mask(
@@ -51,10 +50,10 @@ def rec_mask(
     raise ValueError(f"clipping={clipping!r}; allowed: {CLIPPING_MASKS}")
 
 
-@policy_loss("rec_oneside_is", "REC-OneSide-IS", f"{REC}, eq. 8", reads=EPSILONS_READ, clipping="one_side", importance_sampling=True)
-@policy_loss("rec_oneside_nois", "REC-OneSide-NoIS", f"{REC}, eq. 8", reads=EPSILONS_READ, clipping="one_side", importance_sampling=False)
-@policy_loss("rec_twoside_is", "REC-TwoSide-IS", f"{REC}, eq. 18", reads=EPSILONS_READ, clipping="two_side", importance_sampling=True)
-@policy_loss("rec_twoside_nois", "REC-TwoSide-NoIS", f"{REC}, eq. 18", reads=EPSILONS_READ, clipping="two_side", importance_sampling=False)
+@policy_loss("rec_oneside_is", "REC-OneSide-IS", f"{REC}, eq. 8", reads=CLIPPING_RANGE, clipping="one_side", importance_sampling=True)
+@policy_loss("rec_oneside_nois", "REC-OneSide-NoIS", f"{REC}, eq. 8", reads=CLIPPING_RANGE, clipping="one_side", importance_sampling=False)
+@policy_loss("rec_twoside_is", "REC-TwoSide-IS", f"{REC}, eq. 18", reads=CLIPPING_RANGE, clipping="two_side", importance_sampling=True)
+@policy_loss("rec_twoside_nois", "REC-TwoSide-NoIS", f"{REC}, eq. 18", reads=CLIPPING_RANGE, clipping="two_side", importance_sampling=False)
 @policy_loss("rec_ring_is", "REC-Ring-IS", f"{REC}, eqs. 19-21", reads=RING_READ, uses_outer_margins=True, clipping="ring",
              importance_sampling=True)
 @policy_loss("rec_ring_nois", "REC-Ring-NoIS", f"{REC}, eqs. 19-21", reads=RING_READ, uses_outer_margins=True, clipping="ring",
@@ -67,14 +66,15 @@ def rec_loss(
     *,
     clipping: str,
     importance_sampling: bool,
-    epsilon_low: float,
-    epsilon_high: float,
-    outer_epsilon_low: float | None = None,
-    outer_epsilon_high: float | None = None,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+    outer_clip_ratio_low: float | None = None,  # read by the ring variants only
+    outer_clip_ratio_high: float | None = None,
 ) -> LossTerms:
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
-    ratio = torch.exp(tokens.delta)
-    mask = rec_mask(ratio.detach(), tokens.advantages, clipping, epsilon_low, epsilon_high, outer_epsilon_low, outer_epsilon_high)
+    ratio = importance_ratio(tokens.delta)
+    mask = rec_mask(ratio.detach(), tokens.advantages, clipping, clip_ratio_low, clip_ratio_high, outer_clip_ratio_low,
+                    outer_clip_ratio_high)
     weight = -tokens.advantages * mask
     loss_matrix = weight * ratio if importance_sampling else weight * tokens.delta
     metrics = ratio_metrics(tokens, ratio)

@@ -11,29 +11,28 @@ toward them. A_i / T is clamped to [-50, 50] so that w stays finite for tiny T.
 from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
-from verl_ext.algorithms.registry import POLICY_LOSS_NODE, REC, Hyperparameter, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, response_lengths, sequence_max, sequence_mean, sequence_sum
+from verl_ext.algorithms.hyperparameters import key_of
+from verl_ext.algorithms.registry import REC, policy_loss
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, prepare, ratio_metrics, response_lengths, sequence_max, sequence_mean, sequence_sum
 
 MAX_EXPONENT = 50.0
-WEIGHT_TEMPERATURE = Hyperparameter("temperature", f"{POLICY_LOSS_NODE}.weight_temperature", 1.0,
-                                    "a finite number > 0 (T of RED-Weight; paper: 1.0)")
-TEMPERATURE = (WEIGHT_TEMPERATURE.key,)
+TEMPERATURE = (key_of("weight_temperature"),)  # T's config key
 
 
-@policy_loss("red_weight", "RED-Weight", f"{REC}, Section 4.3", reads=(WEIGHT_TEMPERATURE,), old_log_prob="unused")
+@policy_loss("red_weight", "RED-Weight", f"{REC}, Section 4.3", reads=("weight_temperature",), old_log_prob="unused")
 def red_weight_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     *,
-    temperature: float,
+    weight_temperature: float,
 ) -> LossTerms:
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
     sequence_advantage = sequence_sum(tokens.advantages) / response_lengths(tokens)  # A_i, (batch, 1)
-    weights = torch.exp((sequence_advantage / temperature).clamp(-MAX_EXPONENT, MAX_EXPONENT))  # w_i, (batch, 1)
+    weights = torch.exp((sequence_advantage / weight_temperature).clamp(-MAX_EXPONENT, MAX_EXPONENT))  # w_i, (batch, 1)
     loss_matrix = -(weights * tokens.advantages) * tokens.delta
-    metrics = ratio_metrics(tokens, torch.exp(tokens.delta.detach()))
+    metrics = ratio_metrics(tokens, importance_ratio(tokens.delta.detach()))
     metrics["red_weight_mean"] = sequence_mean(weights, tokens)
     metrics["red_weight_max"] = sequence_max(weights, tokens)
     return LossTerms(loss_matrix, metrics)

@@ -3,8 +3,11 @@
 Each algorithm module registers itself with a decorator on its function, the registered name written once,
 there (``git grep '"rec_ring_nois"'`` finds one line):
 
-    @policy_loss("rec_oneside_nois", "REC-OneSide-NoIS", f"{REC}, eq. 8", reads=EPSILONS_READ, clipping="one_side", ...)
-    def rec_loss(log_prob, old_log_prob, advantages, response_mask, *, clipping, ..., epsilon_low, epsilon_high): ...
+    @policy_loss("rec_oneside_nois", "REC-OneSide-NoIS", f"{REC}, eq. 8", reads=CLIPPING_RANGE, clipping="one_side", ...)
+    def rec_loss(log_prob, old_log_prob, advantages, response_mask, *, clipping, ..., clip_ratio_low, clip_ratio_high): ...
+
+``reads`` names the hyperparameters the loss reads (declared, with their defaults and meanings, in
+:mod:`verl_ext.algorithms.hyperparameters`); each is the function's keyword argument of the same name.
 
 This module collects them into :data:`POLICY_LOSSES` and :data:`ESTIMATORS`, the one table the rest of verl-ext
 reads: the verl glue (:mod:`verl_ext.algorithms.verl_glue`), ``verl-ext list``, the docs' algorithm table, the
@@ -20,46 +23,18 @@ bad argument in a fraction of a second (tests/adversarial/test_launcher_variable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
+from verl_ext.algorithms.hyperparameters import CLIPPING_RANGE, DECLARED, default_of, key_of
+
 if TYPE_CHECKING:
     import torch
 
     from verl_ext.algorithms.tokens import LossTerms
 
-ACTOR = "actor_rollout_ref.actor"
-POLICY_LOSS_NODE = f"{ACTOR}.policy_loss"
 REC = "arXiv 2509.24203"
 
-
-@dataclass(frozen=True)
-class Hyperparameter:
-    """A config key a loss reads: the keyword argument of the loss function it fills, its default (the recipe
-    config's value, and the value used when a config leaves the key out), and what it accepts.
-
-    A key of the policy-loss node becomes a field of the policy-loss config
-    (:mod:`verl_ext.algorithms.loss_config`), whose checks refuse a number that is not ``allowed`` (type and
-    finiteness) or a string outside ``choices``, naming the key.
-    """
-
-    argument: str
-    key: str
-    default: Any
-    allowed: str = ""  # what a value must be, as a refusal says it: "a finite number >= 0 (beta of OPMD/AsymRE)"
-    choices: tuple[str, ...] = ()  # the values a string setting accepts
-    why: str = ""  # what the setting chooses, added to a refusal
-
-    @property
-    def field(self) -> str:
-        """The key's last part: the field of verl's actor config or of the policy-loss config that holds it."""
-        return self.key.rsplit(".", 1)[1]
-
-
-# Read by several losses: verl's own clipping range, and beta of the regularized losses.
-CLIP_RATIO_LOW = Hyperparameter("epsilon_low", f"{ACTOR}.clip_ratio_low", 0.2, "a finite number in [0, 1] (epsilon_low)")
-CLIP_RATIO_HIGH = Hyperparameter("epsilon_high", f"{ACTOR}.clip_ratio_high", 0.2, "a finite number >= 0 (epsilon_high)")
-REG_COEF = Hyperparameter("beta", f"{POLICY_LOSS_NODE}.reg_coef", 0.1, "a finite number >= 0 (beta of OPMD/AsymRE; paper: 0.1)")
-
-EPSILONS = (CLIP_RATIO_LOW.key, CLIP_RATIO_HIGH.key)
-BETA = (REG_COEF.key,)
+# The config keys of verl's clipping range (read by the clipped losses) and of beta (OPMD, AsymRE).
+EPSILONS = tuple(key_of(name) for name in CLIPPING_RANGE)
+BETA = (key_of("reg_coef"),)
 
 
 @dataclass(frozen=True)
@@ -71,7 +46,9 @@ class PolicyLossSpec:
     paper_name: str
     reference: str
     function: Callable[..., "LossTerms"]
-    reads: tuple[Hyperparameter, ...] = ()
+    # the hyperparameters it reads (names declared in verl_ext.algorithms.hyperparameters), which are also the
+    # keyword arguments of ``function`` that receive them
+    reads: tuple[str, ...] = ()
     variant: Mapping[str, Any] = field(default_factory=dict)  # fixed keyword arguments that make this variant
     # What old_log_prob must be: "behaviour" (pi_old = the policy that generated the batch),
     # "current_and_behaviour" (pi_k as old_log_prob and pi_k/alpha as rollout_is_weights, passed to the function
@@ -87,15 +64,15 @@ class PolicyLossSpec:
     @property
     def keys(self) -> tuple[str, ...]:
         """The config keys this loss reads."""
-        return tuple(hyperparameter.key for hyperparameter in self.reads)
+        return tuple(key_of(name) for name in self.reads)
 
     def defaults(self) -> dict[str, Any]:
         """{key: default} of the keys this loss reads."""
-        return {hyperparameter.key: hyperparameter.default for hyperparameter in self.reads}
+        return {key_of(name): default_of(name) for name in self.reads}
 
     def compute(self, log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, values: Mapping[str, Any]):
-        """The loss's terms, with ``values`` ({key: value}) for the keys it reads."""
-        arguments = {hyperparameter.argument: values[hyperparameter.key] for hyperparameter in self.reads}
+        """The loss's terms, with ``values`` ({name: value}) for the hyperparameters it reads."""
+        arguments = {name: values[name] for name in self.reads}
         if self.old_log_prob == "current_and_behaviour":
             arguments["behaviour_ratio"] = rollout_is_weights
         return self.function(log_prob, old_log_prob, advantages, response_mask, **self.variant, **arguments)
@@ -132,14 +109,19 @@ def _add(table: dict, name: str, spec) -> None:
     table[name] = spec
 
 
-def policy_loss(name: str, paper_name: str, reference: str, *, reads: tuple[Hyperparameter, ...] = (), **options):
-    """Register the decorated loss function under ``name``. ``options``: the other :class:`PolicyLossSpec`
-    fields (``old_log_prob``, ``regularizer``, ...); any other keyword is a fixed argument of this variant.
+def policy_loss(name: str, paper_name: str, reference: str, *, reads: tuple[str, ...] = (), **options):
+    """Register the decorated loss function under ``name``. ``reads``: the hyperparameters it reads (each a
+    keyword argument of the function); ``options``: the other :class:`PolicyLossSpec` fields (``old_log_prob``,
+    ``regularizer``, ...); any other keyword is a fixed argument of this variant.
 
     Stacked decorators run bottom-up; the variants of one function are listed in the order they are written."""
     spec_fields = set(PolicyLossSpec.__dataclass_fields__) - {"name", "paper_name", "reference", "function", "reads", "variant"}
     variant = {key: value for key, value in options.items() if key not in spec_fields}
     settings = {key: value for key, value in options.items() if key in spec_fields}
+
+    undeclared = [read for read in reads if read not in DECLARED]
+    if undeclared:
+        raise ValueError(f"{name!r} reads {undeclared}, which verl_ext.algorithms.hyperparameters does not declare")
 
     def register(function):
         spec = PolicyLossSpec(name, paper_name, reference, function, tuple(reads), variant, **settings)
@@ -180,11 +162,11 @@ def estimator_spec(name: str) -> Optional[EstimatorSpec]:
     return ESTIMATORS.get(name)
 
 
-def hyperparameters() -> dict[str, Hyperparameter]:
-    """Every key a verl-ext loss reads, with its declaration."""
-    return {hyperparameter.key: hyperparameter for spec in POLICY_LOSSES.values() for hyperparameter in spec.reads}
+def readers(name: str) -> list[str]:
+    """The registered losses that read the hyperparameter ``name``, sorted."""
+    return sorted(loss for loss, spec in POLICY_LOSSES.items() if name in spec.reads)
 
 
 def default_hyperparameters() -> dict[str, Any]:
-    """{key: default} of every key a verl-ext loss reads."""
-    return {key: hyperparameter.default for key, hyperparameter in hyperparameters().items()}
+    """{name: default} of every hyperparameter a verl-ext loss reads (the ``values`` of :meth:`PolicyLossSpec.compute`)."""
+    return {name: default_of(name) for spec in POLICY_LOSSES.values() for name in spec.reads}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
 from verl_ext.algorithms.registry import REC, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, prepare, ratio_metrics
 
 
 @policy_loss("rec_reinforce", "group-relative REINFORCE", f"{REC}, eq. 1b", old_log_prob="unused")
@@ -22,4 +22,4 @@ def reinforce_loss(
 ) -> LossTerms:
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
     loss_matrix = -tokens.advantages * tokens.delta
-    return LossTerms(loss_matrix, ratio_metrics(tokens, torch.exp(tokens.delta.detach())))
+    return LossTerms(loss_matrix, ratio_metrics(tokens, importance_ratio(tokens.delta.detach())))

@@ -5,7 +5,8 @@ Tensors are (batch, response_length), one row per response; ``response_mask`` is
 and 0 on padding. Padding positions may hold any value (even inf or NaN), so :func:`prepare` first sets
 them to 0: a masked token never turns the loss or its gradient into NaN. Losses are written with
 Delta = log pi_theta - log pi_old in place of log pi_theta where only the gradient matters: the two
-have the same gradient (pi_old is a constant), and the loss then reads 0 when pi_theta = pi_old.
+have the same gradient (pi_old is a constant), and the loss then reads 0 when pi_theta = pi_old. A ratio
+exp(Delta) is taken through :func:`importance_ratio`, which clamps Delta as verl's losses do.
 """
 
 from __future__ import annotations
@@ -13,6 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from verl_ext.algorithms.lazy_torch import torch
+
+
+# verl's losses clamp the log-ratio to [-20, 20] before exponentiating it (compute_policy_loss_vanilla and most
+# of its registry): exp(89) already overflows float32, and a token a mask removes would turn inf x 0 into NaN,
+# in the loss and in its gradient.
+LOG_RATIO_BOUND = 20.0
 
 
 @dataclass
@@ -36,6 +43,12 @@ def prepare(log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torc
     )
 
 
+def importance_ratio(log_ratio: torch.Tensor) -> torch.Tensor:
+    """rho = exp(Delta) with Delta clamped to [-20, 20], as verl's losses compute it: always finite, equal to
+    exp(Delta) within the bound; beyond it rho carries no gradient (the clamp's derivative is 0), as in verl."""
+    return torch.exp(log_ratio.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND))
+
+
 @dataclass
 class LossTerms:
     """A loss before aggregation: ``loss_matrix[i, t]`` is token t of response i's share of the loss.
@@ -57,7 +70,7 @@ def response_lengths(tokens: Tokens) -> torch.Tensor:
 def ratio_metrics(tokens: Tokens, ratio: torch.Tensor) -> dict[str, torch.Tensor]:
     """``ppo_kl`` = mean(-Delta) (verl's estimate of KL(pi_old || pi_theta)), and the ratio's mean and max.
 
-    ``ratio`` is exp(Delta) (1 on padding). The max is per micro-batch; verl averages metrics over them.
+    ``ratio`` is :func:`importance_ratio` of Delta (1 on padding). The max is per micro-batch; verl averages metrics over them.
     """
     with torch.no_grad():
         valid_ratio = ratio * tokens.mask

@@ -14,7 +14,7 @@ Per token, with the weight alpha held constant (a stop-gradient) and Delta_it = 
 
     loss[i, t] = -alpha_it A_i Delta_it            (gradient -alpha_it A_i grad log pi_theta(y_i^t))
 
-``ratio_level`` (``actor_rollout_ref.actor.policy_loss.topr_ratio_level``) chooses the ratio:
+``topr_ratio_level`` (``actor_rollout_ref.actor.policy_loss.topr_ratio_level``) chooses the ratio:
 
 ``sequence`` (the default, the paper's): pi(tau)/mu(tau) is the whole response's ratio, prod_t rho_it, so
     alpha_i = min(1, exp(sum_t Delta_it)) on every token of a response with A_i < 0, and 1 otherwise.
@@ -32,36 +32,34 @@ the preset keeps verl's default token-mean, as Trinity and the REC family do).
 from __future__ import annotations
 
 from verl_ext.algorithms.lazy_torch import torch
-from verl_ext.algorithms.registry import POLICY_LOSS_NODE, Hyperparameter, policy_loss
-from verl_ext.algorithms.tokens import LossTerms, prepare, ratio_metrics, sequence_sum
-
-RATIO_LEVELS = ("sequence", "token")
-TOPR_RATIO_LEVEL = Hyperparameter("ratio_level", f"{POLICY_LOSS_NODE}.topr_ratio_level", RATIO_LEVELS[0], choices=RATIO_LEVELS,
-                                  why="It chooses TOPR's truncated ratio (docs/algorithms.md).")
+from verl_ext.algorithms.hyperparameters import TOPR_RATIO_LEVELS
+from verl_ext.algorithms.registry import policy_loss
+from verl_ext.algorithms.tokens import LossTerms, importance_ratio, prepare, ratio_metrics, sequence_sum
 
 
-@policy_loss("topr", "TOPR (Tapered Off-Policy REINFORCE)", "arXiv 2503.14286, Section 3", reads=(TOPR_RATIO_LEVEL,))
+
+@policy_loss("topr", "TOPR (Tapered Off-Policy REINFORCE)", "arXiv 2503.14286, Section 3", reads=("topr_ratio_level",))
 def topr_loss(
     log_prob: torch.Tensor,
     old_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     *,
-    ratio_level: str = RATIO_LEVELS[0],
+    topr_ratio_level: str,
 ) -> LossTerms:
     tokens = prepare(log_prob, old_log_prob, advantages, response_mask)
     delta = tokens.delta.detach()
-    if ratio_level == "sequence":
+    if topr_ratio_level == "sequence":
         truncated = (tokens.advantages < 0) & tokens.mask
         taper = torch.exp(sequence_sum(delta).clamp(max=0.0)).expand_as(delta)  # min(1, pi(y_i)/mu(y_i)), per row
-    elif ratio_level == "token":
+    elif topr_ratio_level == "token":
         truncated = (tokens.advantages <= 0) & tokens.mask
         taper = torch.exp(delta.clamp(max=0.0))  # min(1, rho_it)
     else:
-        raise ValueError(f"TOPR ratio_level={ratio_level!r}; allowed: {RATIO_LEVELS}")
+        raise ValueError(f"TOPR topr_ratio_level={topr_ratio_level!r}; allowed: {TOPR_RATIO_LEVELS}")
     weight = torch.where(truncated, taper, torch.ones_like(taper))  # alpha, held constant
     loss_matrix = -(weight * tokens.advantages) * tokens.delta
-    metrics = ratio_metrics(tokens, torch.exp(delta))
+    metrics = ratio_metrics(tokens, importance_ratio(delta))
     negative = (tokens.advantages < 0) & tokens.mask
     with torch.no_grad():
         count = negative.sum()

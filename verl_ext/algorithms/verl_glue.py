@@ -1,8 +1,8 @@
 """verl glue: wraps verl-ext's losses and estimators into verl's call signatures and registers them in verl's registries.
 
 A registered loss receives verl's keyword arguments (``old_log_prob, log_prob, advantages,
-response_mask, loss_agg_mode, config, rollout_is_weights``), reads the keys the loss declares from verl's actor
-config, computes the per-token loss with the loss's pure function, and aggregates it with verl's ``agg_loss`` and
+response_mask, loss_agg_mode, config, rollout_is_weights``), reads the hyperparameters the loss reads from verl's
+actor config by their names (``config.clip_ratio_low``, ``config.policy_loss.reg_coef``), computes the per-token loss with the loss's pure function, and aggregates it with verl's ``agg_loss`` and
 ``config.global_batch_info`` (data-parallel size and the global token/sequence counts), exactly as
 verl's own losses do. A registered estimator turns verl's token-level rewards into one score per
 response, computes advantages with the estimator and broadcasts them over the tokens. Names and keys come from
@@ -15,20 +15,18 @@ import torch
 
 from verl_ext import metric_names
 from verl_ext.algorithms import step_metrics
-from verl_ext.algorithms.registry import ACTOR, ESTIMATORS, POLICY_LOSSES, EstimatorSpec, PolicyLossSpec, hyperparameters
+from verl_ext.algorithms.hyperparameters import CLIPPING_RANGE, default_of
+from verl_ext.algorithms.registry import ESTIMATORS, POLICY_LOSSES, EstimatorSpec, PolicyLossSpec
 
-LOSS_CONFIG_CLASS = "verl_ext.algorithms.loss_config.RECPolicyLossConfig"
 
-
-def hyperparameter_values(config) -> dict[str, Any]:
-    """{key: value} of every key a verl-ext loss reads, from verl's actor config (an ``ActorConfig`` or a DictConfig).
-
-    A key of the policy-loss node left out of a DictConfig reads as its declared default; verl's clipping range
-    (``actor.clip_ratio_low/high``) falls back to ``actor.clip_ratio`` when unset, as in verl's own losses.
+def hyperparameter_values(config, names) -> dict[str, Any]:
+    """{name: value} of the hyperparameters ``names``, from verl's actor config (an ``ActorConfig`` or a DictConfig):
+    ``config.<name>`` for verl's clipping range, falling back to ``config.clip_ratio`` when unset, as verl's own
+    losses do; ``config.policy_loss.<name>`` for verl-ext's keys (left out of a DictConfig: the declared default).
     """
     # imported here, not at the top: loss_config imports verl.workers.config, and a first ``import verl``
     # made by it loads this module through the plugin while loss_config is still half-initialised
-    from verl_ext.algorithms.loss_config import RECPolicyLossConfig
+    from verl_ext.algorithms.loss_config import LOSS_CONFIG_CLASS, RECPolicyLossConfig
 
     policy_loss = config.policy_loss
     if not isinstance(policy_loss, RECPolicyLossConfig) and policy_loss.get("outer_clip_ratio_low", None) is None:
@@ -38,15 +36,13 @@ def hyperparameter_values(config) -> dict[str, Any]:
             "(--config-path=recipe/rec/config --config-name=rec_trainer) or set "
             f"actor_rollout_ref.actor.policy_loss._target_={LOSS_CONFIG_CLASS}"
         )
-    clip_ratio = config.get("clip_ratio", 0.2)
     values = {}
-    for key, hyperparameter in hyperparameters().items():
-        if key == f"{ACTOR}.{hyperparameter.field}":  # verl's actor.clip_ratio_low/high
-            value = getattr(config, hyperparameter.field)
-            value = clip_ratio if value is None else value
+    for name in names:
+        if name in CLIPPING_RANGE:
+            value = config.get(name, None)
+            values[name] = config.get("clip_ratio", default_of(name)) if value is None else value
         else:
-            value = policy_loss.get(hyperparameter.field, hyperparameter.default)
-        values[key] = type(hyperparameter.default)(value)
+            values[name] = policy_loss.get(name, default_of(name))
     return values
 
 
@@ -70,7 +66,8 @@ def as_verl_policy_loss(spec: PolicyLossSpec):
                 f"{spec.name} got rollout_is_weights: it takes pi_old from the behaviour policy "
                 "(algorithm.rollout_correction.bypass_mode=true), where verl computes no IS weights"
             )
-        terms = spec.compute(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, hyperparameter_values(config))
+        values = hyperparameter_values(config, spec.reads)
+        terms = spec.compute(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, values)
         loss = agg_loss(
             loss_mat=terms.loss_matrix,
             loss_mask=response_mask,
