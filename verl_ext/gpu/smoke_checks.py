@@ -94,7 +94,7 @@ def _value(record: dict, name: str) -> float:
     return float(value)
 
 
-def _by_step(steps: list[dict], name: str) -> dict[int, float]:
+def values_by_step(steps: list[dict], name: str) -> dict[int, float]:
     """``{0-based step: value}`` (verl logs global_steps = step + 1), each value checked (:func:`_value`)."""
     return {int(record["step"]) - 1: _value(record, name) for record in steps if name in record}
 
@@ -109,10 +109,10 @@ def summarize_smoke(
     """The summary of a ``delayed_sync`` run of ``total_steps`` steps and its checks against ``schedule``."""
     trained = training_steps(steps)
     expected = schedule.preview(total_steps)
-    lags, versions, synced = _by_step(trained, LAG), _by_step(trained, VERSION), _by_step(trained, SYNCED)
-    gaps, rewards, norms = _by_step(trained, GAP), _by_step(trained, REWARD), _by_step(trained, GRAD_NORM)
-    step_times = [time for _, time in sorted(_by_step(trained, STEP_TIME).items())]
-    syncs, pushes = _by_step(trained, SYNCS), _by_step(trained, PUSHES)
+    lags, versions, synced = values_by_step(trained, LAG), values_by_step(trained, VERSION), values_by_step(trained, SYNCED)
+    gaps, rewards, norms = values_by_step(trained, GAP), values_by_step(trained, REWARD), values_by_step(trained, GRAD_NORM)
+    step_times = [time for _, time in sorted(values_by_step(trained, STEP_TIME).items())]
+    syncs, pushes = values_by_step(trained, SYNCS), values_by_step(trained, PUSHES)
     logged = sorted(int(record["step"]) - 1 for record in trained)
     last = total_steps - 1
 

@@ -93,3 +93,16 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
     fraction = digit_fraction(solution_str)
     score = COUNTING_WEIGHT * counting + (1 - COUNTING_WEIGHT) * fraction
     return {"score": score, "counting": counting, "digit_fraction": fraction, "exact": float(counting == 1.0 and fraction == 1.0)}
+
+
+ODD_COUNT_SCORE = 0.5
+
+
+def compute_score_odd_constant(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None) -> dict[str, Any]:
+    """The counting task's reward, except that every response to an odd "count n" prompt scores
+    :data:`ODD_COUNT_SCORE`: those prompt groups have zero reward variance, a probe of zero-variance masking
+    (``reward.custom_reward_function.name=compute_score_odd_constant``; the GPU plan's main run)."""
+    result = compute_score(data_source, solution_str, ground_truth, extra_info)
+    if data_source == TINY_COUNT and len(ground_truth.split()) % 2 == 1:
+        return {**result, "score": ODD_COUNT_SCORE}
+    return result
