@@ -68,10 +68,10 @@ class Step:
 MAIN, RESUMED, LOSSES = "main", "resumed", "losses"
 STEPS = (
     Step(MAIN, "delayed_sync (3,1) + overlap, resident engine, checkpoints, validation, zero-variance masking, "
-               "mismatch both ways (REC-OneSide-NoIS)", {"gpu": 270.0, "cpu": 420.0}),
+               "mismatch both ways (REC-OneSide-NoIS)", {"gpu": 270.0, "cpu": 180.0}),
     Step(RESUMED, "resume from the mid-interval checkpoint with a second loss family (OPMD)",
-         {"gpu": 255.0, "cpu": 360.0}, needs=(MAIN,)),
-    Step(LOSSES, "every loss in float32 on the device against float64", {"gpu": 70.0, "cpu": 60.0}),
+         {"gpu": 255.0, "cpu": 150.0}, needs=(MAIN,)),
+    Step(LOSSES, "every loss in float32 on the device against float64", {"gpu": 70.0, "cpu": 40.0}),
 )
 
 
