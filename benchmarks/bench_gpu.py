@@ -1,25 +1,35 @@
-"""Benchmark: verl-ext on one GPU -- verl's ``sync`` mode against ``delayed_sync`` (1,0), (3,1), (8,0) and
-offline, and every loss against verl's ``vanilla`` on CUDA.
+"""Benchmark: verl's ``sync`` mode against ``delayed_sync`` on one GPU at the scale users train, and every loss
+against verl's ``vanilla`` on CUDA.
 
-    python benchmarks/bench_gpu.py [--steps 10] [--modes sync,delayed_3_1,...] [--skip-losses] [--json FILE]
+    python3 benchmarks/bench_gpu.py --modes sync --json outputs/bench_gpu.json --skip-losses           # one start
+    python3 benchmarks/bench_gpu.py --modes delayed_4_0 --json outputs/bench_gpu.json --skip-losses    # the next
+    python benchmarks/bench_gpu.py --backend cpu --modes sync,delayed_4_0 --skip-losses               # rehearsal
 
-1. Trainer modes: one real ``main_ppo`` run per mode (FSDP2 actor + colocated vLLM in bf16, the tiny GPU
-   model, the GPU profile; REC-OneSide-NoIS), each a child process. Reported per mode: start-up (launch to
-   the training loop), steps per second after the first step, the time per step split as verl logs it
-   (``timing_s/*``: ``gen`` -- generation, with the engine's wake-up for generation and its sleep after it
-   in ``sync`` mode; ``update_weights`` -- waking the engine's weights and pushing the actor's; ``old_log_prob``;
-   ``update_actor``; averaged over every step after the first, so a push every m steps counts 1/m), peak
-   GPU memory of all processes (``nvidia-smi``) and the actor's own peak (verl's
-   ``actor/perf/max_memory_allocated_gb``). verl has no separate timer for wake/sleep: they are inside
-   ``gen`` and ``update_weights``.
+1. Trainer modes, on the same work: the scale assets (``--size``, default ``qwen2.5-0.5b``: Qwen2.5-0.5B's
+   dimensions, random weights, a 151,936-id tokenizer; ``verl-ext tiny-assets --size ...``, built if missing), the
+   letters task with every response ``--response-length`` tokens long (vLLM's ``ignore_eos``), 16 prompts x 4
+   responses per step, the same prompts in every mode (one data seed), REC-OneSide-NoIS, FSDP2 actor and a
+   colocated vLLM in bf16 (the GPU profile, :func:`verl_ext.gpu.profile.scale_overrides`). Modes (:data:`MODES`):
+   verl's ``sync``; ``delayed_sync`` (4, 0); (4, 1) without and with ``overlap`` (a resident engine generating
+   the next batches while the actor trains; overlap needs n >= 1). One ``main_ppo`` start per mode, each a
+   child process, about 6 minutes with the default 6 steps on an H100 (an estimate: not run yet), so that two
+   modes fit one 15-minute lease after the kit: ``--modes`` picks them and ``--json FILE`` merges the figures
+   of several commands (a file from another device or size is started afresh). Reported per mode: start-up
+   (launch to the training loop), steps/s and generated tokens/s after the first step, the mean weight-push
+   time (``timing_s/update_weights`` of the steps that pushed), the time per step split as verl logs it
+   (``timing_s/*``: ``gen`` -- generation, with the engine's wake-up and sleep in ``sync`` mode;
+   ``update_weights``; ``old_log_prob``; ``ref``; ``adv``; ``update_actor``; averaged over the steps after the
+   first, so a push every m steps counts 1/m), the peak GPU memory of all processes (``nvidia-smi``; on the
+   CPU backend the peak PSS) and the actor's own peak (verl's ``actor/perf/max_memory_allocated_gb``).
 2. Losses: forward+backward of each loss on the same CUDA tensors in this process (float32), timed with CUDA
    events (median of ``--repeats`` after warm-up), and the peak CUDA memory the pass allocates beyond its
    inputs; as ratios to ``vanilla``. The loss set is ``benchmarks/bench_losses.py``'s.
 
-Every figure is printed with the GPU model, driver and the verl / vLLM / torch versions. One run per mode
-costs minutes of start-up on the GPU: ``--modes`` runs a subset, and ``--json FILE`` merges the results with
-those already in FILE, so the five runs can be spread over several commands; the HEADLINE covers what FILE
-holds. Without a CUDA GPU and vLLM it prints why and exits 0 (skipped).
+HEADLINE: each mode's steps/s and tokens/s, and the ratio of each ``delayed_sync`` mode to ``sync``. Every
+figure is printed with the GPU model, driver and versions. Without a CUDA GPU and vLLM (``--backend gpu``) it
+prints why and exits 0 (skipped). ``--backend cpu`` runs the same modes on the CPU backend with the scale
+builder's CPU size (``scale-cpu``, 128-token responses, 8 prompts x 4; the CPU rollout has no ``ignore_eos``, and
+a random model over 4,096 ids rarely ends a response early): a rehearsal of the benchmark, no GPU figure.
 """
 
 from __future__ import annotations
@@ -38,55 +48,84 @@ sys.path.insert(0, str(REPO))
 
 from verl_ext import metric_names  # noqa: E402 -- after the checkout is on sys.path
 
+DELAYED = "trainer.v1.trainer_mode=delayed_sync"
 MODES = {  # name -> the run's trainer overrides
     "sync": ("trainer.v1.trainer_mode=sync",),
-    **{
-        f"delayed_{m}_{n}": ("trainer.v1.trainer_mode=delayed_sync", f"trainer.v1.delayed_sync.sync_interval={m}",
-                             f"trainer.v1.delayed_sync.sync_offset={n}")
-        for m, n in ((1, 0), (3, 1), (8, 0))
-    },
-    "offline": ("trainer.v1.trainer_mode=delayed_sync", "trainer.v1.delayed_sync.offline=true"),
+    "delayed_4_0": (DELAYED, "trainer.v1.delayed_sync.sync_interval=4", "trainer.v1.delayed_sync.sync_offset=0"),
+    "delayed_4_1": (DELAYED, "trainer.v1.delayed_sync.sync_interval=4", "trainer.v1.delayed_sync.sync_offset=1"),
+    "delayed_4_1_overlap": (DELAYED, "trainer.v1.delayed_sync.sync_interval=4", "trainer.v1.delayed_sync.sync_offset=1",
+                            "trainer.v1.delayed_sync.overlap=true", "actor_rollout_ref.rollout.free_cache_engine=false"),
 }
 PHASES = ("gen", "update_weights", "old_log_prob", "ref", "adv", "update_actor", "step")
 LOSS_SHAPES = ("256x2048", "64x8192")
+DEFAULT_SIZE = {"gpu": "qwen2.5-0.5b", "cpu": "scale-cpu"}
+DEFAULT_RESPONSE_LENGTH = {"gpu": 1024, "cpu": 128}
+TRAIN_BATCH_SIZE = {"gpu": 16, "cpu": 8}
+ROLLOUT_N = 4
+MODE_TIMEOUT_SECONDS = 20 * 60
 
 
-def run_mode(name: str, steps: int, base: Path, assets: Path) -> dict:
+def mode_run(name: str, steps: int, backend: str, response_length: int):
+    """The run of mode ``name``: the same work in every mode (prompts, steps, responses, their length)."""
     from verl_ext.algorithms.presets import parse_algorithm
-    from verl_ext.metrics_file import trained_steps
-    from verl_ext.gpu.backend import GPU_PROJECT, GPUBackend
-    from verl_ext.runs.launch import Outputs, launch
+    from verl_ext.gpu.profile import scale_overrides
     from verl_ext.runs.run import Run
 
-    run = Run.from_preset(name, parse_algorithm("rec_oneside_nois"), overrides=MODES[name], steps=steps)
-    result = launch(run, GPUBackend(assets), Outputs(base, project=GPU_PROJECT), timeout=20 * 60)
+    overrides = (*scale_overrides(backend, response_length, TRAIN_BATCH_SIZE[backend], ROLLOUT_N), *MODES[name])
+    return Run.from_preset(name, parse_algorithm("rec_oneside_nois"), overrides=overrides, steps=steps, seed=0)
+
+
+def run_mode(name: str, steps: int, base: Path, assets: Path, backend: str = "gpu",
+             response_length: int = DEFAULT_RESPONSE_LENGTH["gpu"]) -> dict:
+    from verl_ext.metrics_file import trained_steps
+    from verl_ext.runs.launch import Outputs, launch
+
+    if backend == "gpu":
+        from verl_ext.gpu.backend import GPU_PROJECT, GPUBackend
+
+        where, outputs = GPUBackend(assets), Outputs(base, project=GPU_PROJECT)
+    else:
+        from verl_ext.cpu.backend import CPUBackend
+
+        where, outputs = CPUBackend(assets), Outputs(base)
+    result = launch(mode_run(name, steps, backend, response_length), where, outputs, timeout=MODE_TIMEOUT_SECONDS)
     if not result.ok:
         raise SystemExit(f"{name}: {result.error}; log {result.log_path}")
-    figures = mode_figures(trained_steps(result.steps))
+    figures = mode_figures(trained_steps(result.steps), TRAIN_BATCH_SIZE[backend] * ROLLOUT_N)
+    measured = result.measurements
     figures.update(
-        startup_seconds=result.measurements.startup_seconds(figures["first_step_seconds"]),
+        startup_seconds=measured.startup_seconds(figures["first_step_seconds"]),
         peak_gpu_gib=None if result.peak_gpu_mib is None else result.peak_gpu_mib / 1024,
-        wall_seconds=result.measurements.wall_seconds,
+        peak_pss_gib=measured.peak_pss_bytes / 2**30,
+        wall_seconds=measured.wall_seconds,
         log=str(result.log_path),
     )
     return figures
 
 
-def mode_figures(trained: list[dict]) -> dict:
-    """Step rate and time split of one run from verl's logged steps (the first step reported apart: it also
-    waits for the workers' start)."""
+def mode_figures(trained: list[dict], responses_per_step: int | None = None) -> dict:
+    """Step rate, token rate, push time and time split of one run from verl's logged steps (the first step
+    reported apart: it also waits for the workers' start and, under delayed_sync, the first interval's generation)."""
     if len(trained) < 2:
         raise ValueError(f"a mode needs at least 2 logged training steps, got {len(trained)}")
     after_first = trained[1:]
     phases = {phase: statistics.fmean(record.get(metric_names.timing(phase), 0.0) for record in after_first) for phase in PHASES}
-    return {
+    pushes = [record[metric_names.timing("update_weights")] for record in trained
+              if record.get(metric_names.timing("update_weights"), 0.0) > 0]
+    figures = {
         "steps": len(trained),
         "first_step_seconds": trained[0][metric_names.STEP_SECONDS],
         "seconds_per_step": phases["step"],
         "steps_per_second": 1.0 / phases["step"],
         "phase_seconds": phases,
+        "push_seconds": statistics.fmean(pushes) if pushes else None,
         "actor_peak_allocated_gib": max((r.get(metric_names.MAX_MEMORY_ALLOCATED_GB, 0.0) for r in trained), default=None),
     }
+    if responses_per_step is not None:
+        tokens = sum(record[metric_names.RESPONSE_LENGTH_MEAN] * responses_per_step for record in after_first)
+        figures["response_tokens_per_step"] = tokens / len(after_first)
+        figures["tokens_per_second"] = tokens / sum(record[metric_names.STEP_SECONDS] for record in after_first)
+    return figures
 
 
 def time_losses(repeats: int) -> dict:
@@ -135,14 +174,17 @@ def time_losses(repeats: int) -> dict:
 
 
 def print_modes(modes: dict) -> None:
-    print(f"{'mode':<14}{'start-up s':>11}{'s/step':>8}{'steps/s':>9}" + "".join(f"{p:>15}" for p in PHASES[:-1])
-          + f"{'peak GPU GiB':>14}{'actor GiB':>11}")
+    print(f"{'mode':<21}{'start-up s':>11}{'s/step':>8}{'steps/s':>9}{'tokens/s':>10}{'push s':>8}"
+          + "".join(f"{p:>15}" for p in PHASES[:-1]) + f"{'peak GiB':>10}{'actor GiB':>11}")
     for name in MODES:
         if name in modes:
             m = modes[name]
-            print(f"{name:<14}{m['startup_seconds'] or float('nan'):>11.0f}{m['seconds_per_step']:>8.2f}{m['steps_per_second']:>9.2f}"
+            nan = float("nan")
+            peak = m.get("peak_gpu_gib") or m.get("peak_pss_gib") or nan
+            print(f"{name:<21}{m['startup_seconds'] or nan:>11.0f}{m['seconds_per_step']:>8.2f}{m['steps_per_second']:>9.3f}"
+                  f"{m.get('tokens_per_second') or nan:>10.0f}{m.get('push_seconds') or nan:>8.2f}"
                   + "".join(f"{m['phase_seconds'][p]:>15.3f}" for p in PHASES[:-1])
-                  + f"{m['peak_gpu_gib'] or float('nan'):>14.1f}{m['actor_peak_allocated_gib'] or float('nan'):>11.2f}")
+                  + f"{peak:>10.1f}{m['actor_peak_allocated_gib'] or nan:>11.2f}")
 
 
 def loss_ratios(losses: dict) -> tuple[list[float], list[float]]:
@@ -168,13 +210,18 @@ def print_losses(losses: dict) -> None:
 
 
 def headline(record: dict) -> dict[str, str]:
-    figures = {"device": record["device_line"]}
+    figures = {"device": record["device_line"], "assets": record.get("size", "?")}
     modes = record.get("modes", {})
     for name in MODES:
         if name in modes:
-            figures[f"{name} s/step"] = f"{modes[name]['seconds_per_step']:.2f}"
-    if "sync" in modes and "delayed_3_1" in modes:
-        figures["delayed_sync (3,1) speed-up over sync"] = f"{modes['sync']['seconds_per_step'] / modes['delayed_3_1']['seconds_per_step']:.2f}x"
+            mode = modes[name]
+            figures[f"{name} steps/s"] = f"{mode['steps_per_second']:.3f}"
+            if mode.get("tokens_per_second"):
+                figures[f"{name} generated tokens/s"] = f"{mode['tokens_per_second']:.0f}"
+    if "sync" in modes:
+        for name in MODES:
+            if name != "sync" and name in modes:
+                figures[f"{name} / sync, steps/s"] = f"{modes[name]['steps_per_second'] / modes['sync']['steps_per_second']:.2f}x"
     startups = [m["startup_seconds"] for m in modes.values() if m.get("startup_seconds") is not None]
     if startups:
         figures["start-up s (launch to step 1)"] = f"{min(startups):.0f}-{max(startups):.0f}"
@@ -191,44 +238,66 @@ def headline(record: dict) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=10, help="training steps per mode (default 10)")
-    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {', '.join(MODES)} ('' for none)")
+    parser.add_argument("--backend", choices=("gpu", "cpu"), default="gpu",
+                        help="gpu (default); cpu: the rehearsal on the CPU backend (scale-cpu assets, no GPU figure)")
+    parser.add_argument("--size", default=None, help="the assets (verl-ext tiny-assets --size; default qwen2.5-0.5b "
+                                                     "on gpu, scale-cpu on cpu)")
+    parser.add_argument("--steps", type=int, default=6, help="training steps per mode (default 6)")
+    parser.add_argument("--response-length", type=int, default=None, help="tokens per response (default 1024 on gpu, 128 on cpu)")
+    parser.add_argument("--modes", default="sync,delayed_4_0", help=f"comma-separated subset of {', '.join(MODES)} ('' for none)")
     parser.add_argument("--skip-losses", action="store_true")
     parser.add_argument("--repeats", type=int, default=50, help="timed loss passes per loss and shape (median)")
     parser.add_argument("--json", type=Path, help="merge the figures into this JSON file (kept between commands)")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temporary one)")
     args = parser.parse_args()
+    from verl_ext.tiny.sizes import SIZES
+
+    size = args.size or DEFAULT_SIZE[args.backend]
+    response_length = args.response_length or DEFAULT_RESPONSE_LENGTH[args.backend]
     modes = [name.strip() for name in args.modes.split(",") if name.strip()]
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
         parser.error(f"--modes: unknown {', '.join(unknown)}; allowed: {', '.join(MODES)}")
+    if size not in SIZES:
+        parser.error(f"--size {size}: allowed {', '.join(SIZES)}")
     if args.steps < 2:
         parser.error("--steps must be >= 2 (the first step is reported apart)")
+    if not 1 <= response_length <= SIZES[size].model.max_position_embeddings - 64:
+        parser.error(f"--response-length must be in 1..{SIZES[size].model.max_position_embeddings - 64} for {size}")
+    if args.backend == "cpu" and not args.skip_losses:
+        parser.error("--backend cpu times no loss on CUDA: add --skip-losses (bench_losses.py times them on CPU)")
 
     from verl_ext.gpu.device import describe_device, format_device, gpu_unavailable_reason
 
-    reason = gpu_unavailable_reason()
-    if reason is not None:
-        print(f"bench_gpu: skipped -- needs a CUDA GPU and vLLM: {reason}")
-        print_headline({"status": f"skipped: {reason}"})
-        return 0
+    if args.backend == "gpu":
+        reason = gpu_unavailable_reason()
+        if reason is not None:
+            print(f"bench_gpu: skipped -- needs a CUDA GPU and vLLM: {reason}")
+            print_headline({"status": f"skipped: {reason}"})
+            return 0
+        device = describe_device()
+        device_line = format_device(device)
+    else:
+        device = {"gpu": None, "backend": "cpu"}
+        device_line = "CPU backend (rehearsal: no GPU figure)"
     record = json.loads(args.json.read_text()) if args.json and args.json.is_file() else {}
-    device = describe_device()
-    if record.get("device") not in (None, device):
-        print(f"bench_gpu: {args.json} holds figures from another device ({record['device']}): starting afresh")
+    if (record.get("device"), record.get("size"), record.get("response_length")) not in (
+            (None, None, None), (device, size, response_length)):
+        print(f"bench_gpu: {args.json} holds figures from another device, size or length: starting afresh")
         record = {}
-    record.update(device=device, device_line=format_device(device))
-    print(f"device: {record['device_line']}", flush=True)
+    record.update(device=device, device_line=device_line, size=size, response_length=response_length)
+    print(f"device: {device_line}; assets {size}, {response_length}-token responses", flush=True)
 
     if modes:
         from verl_ext.tiny.assets import build_tiny_assets, default_assets_dir
 
-        assets = default_assets_dir("gpu")
-        build_tiny_assets(assets, size="gpu")
+        assets = default_assets_dir(size)
+        build_tiny_assets(assets, size=size)
         base = args.out or Path(tempfile.mkdtemp(prefix="bench_gpu_"))
         for name in modes:
             print(f"  running {name} for {args.steps} steps ...", flush=True)
-            record.setdefault("modes", {})[name] = {**run_mode(name, args.steps, base, assets), "steps_asked": args.steps}
+            figures = run_mode(name, args.steps, base, assets, args.backend, response_length)
+            record.setdefault("modes", {})[name] = {**figures, "steps_asked": args.steps}
             if args.json:
                 args.json.write_text(json.dumps(record, indent=1) + "\n")
     if not args.skip_losses:
@@ -237,7 +306,8 @@ def main() -> int:
         args.json.write_text(json.dumps(record, indent=1) + "\n")
 
     if record.get("modes"):
-        print(f"\ntrainer modes (tiny GPU model, REC-OneSide-NoIS, {args.steps} steps each; phases: mean s per step after the first)")
+        print(f"\ntrainer modes ({size}, {response_length}-token responses, REC-OneSide-NoIS, {args.steps} steps each; "
+              "phases: mean s per step after the first)")
         print_modes(record["modes"])
     if record.get("losses"):
         print("\nlosses on CUDA, float32, forward+backward (CUDA events, median)")

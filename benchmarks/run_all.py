@@ -22,9 +22,13 @@ overlap         bench_overlap.py           delayed_sync steps/s with and without
 async_modes     bench_async_modes.py       verl's sync / colocate_async / separate_async next to
                                            delayed_sync (1,1) colocated and on its own pool, with
                                            and without overlap: steps/s, lag, pushes, reward
-gpu             bench_gpu.py               one GPU with vLLM: sync vs delayed_sync (1,0) (3,1) (8,0)
-                                           offline (s/step, time split, memory), losses on CUDA;
-                                           skipped (exit 0, says why) without a CUDA GPU and vLLM
+mismatch        bench_mismatch.py          the staleness mismatch metric taken in the actor update vs
+                                           a separate actor forward pass: old_log_prob s, s/step
+gpu             bench_gpu.py               one GPU with vLLM on the scale assets (Qwen2.5-0.5B's size,
+                                           1,024-token responses): sync vs delayed_sync (4,0), (4,1)
+                                           with and without overlap (steps/s, tokens/s, push time,
+                                           time split, memory), losses on CUDA; skipped (exit 0, says
+                                           why) without a CUDA GPU and vLLM
 refusal         bench_refusal.py           how long the run scripts' launcher takes to refuse a bad
                                            argument or variable (whole process), next to import torch
 plugin_import   bench_plugin_import.py     ``import verl`` with verl-ext's plugin vs without it
@@ -76,8 +80,10 @@ BENCHMARKS = (
               ("--steps", "12", "--grid", "1,1", "4,1")),
     Benchmark("async_modes", "bench_async_modes.py", "verl's trainer modes vs delayed_sync colocated and split",
               ("--steps", "8")),
+    Benchmark("mismatch", "bench_mismatch.py", "the mismatch metric in the actor update vs a separate forward pass",
+              ("--pairs", "1", "--steps", "6")),
     Benchmark("gpu", "bench_gpu.py", "sync vs delayed_sync on one GPU with vLLM, losses on CUDA (skipped without a GPU)",
-              ("--steps", "6", "--modes", "sync,delayed_3_1", "--repeats", "20")),
+              ("--steps", "6", "--modes", "sync,delayed_4_0", "--repeats", "20")),
     Benchmark("refusal", "bench_refusal.py", "time to refuse a bad launcher argument or variable, next to import torch",
               ("--repeats", "2")),
     Benchmark("plugin_import", "bench_plugin_import.py", "import verl with verl-ext's plugin vs without (CPU-s, RSS)",

@@ -54,6 +54,7 @@ def test_the_written_data_source_values_do_not_change():
         "MATH_LEGACY": "lighteval/MATH",
         "TOOLACE": "Team-ACE/ToolACE",
         "TINY_COUNT": "verl_ext/tiny_count",
+        "TINY_LETTERS": "verl_ext/tiny_letters",
     }
     assert data_sources.GURU_MATH_PREFIX == "math"
 
@@ -69,6 +70,7 @@ def test_every_source_is_scored_by_the_reward_its_module_names():
     with pytest.raises(UnknownDataSourceError, match="known: 'openai/gsm8k'"):
         compute_score(data_sources.TINY_COUNT, "1", "1")
     assert task.compute_score(data_sources.TINY_COUNT, "1", "1")["score"] == 1.0
+    assert task.compute_score(data_sources.TINY_LETTERS, "abc xyz", "a-c")["score"] == 0.5
 
 
 def test_the_name_modules_import_nothing_heavy():

@@ -185,13 +185,26 @@ def test_the_driver_checks_patch_is_listed_on_the_function_it_replaces():
     assert getattr(verl_config.validate_config, VERL_EXT_HOOK, False)
 
 
+def test_the_mismatch_in_update_patch_is_listed_on_the_method_it_replaces():
+    from verl.workers import engine_workers
+
+    from verl_ext.staleness import mismatch_in_update
+
+    entry = next(entry for entry in VERL_INTERNALS if entry.used_by == "verl_ext/staleness/mismatch_in_update.py"
+                 and entry.kind == PATCH)
+    assert (entry.module, entry.name) == (engine_workers.__name__, "TrainingWorker.train_batch")
+    assert entry.why.startswith(mismatch_in_update.PATCH_NAME + ":")
+    # installed by the plugin's hook when verl imported its engine workers (above)
+    assert getattr(engine_workers.TrainingWorker.train_batch, mismatch_in_update.PATCH_MARK) == mismatch_in_update.PATCH_NAME
+
+
 def test_every_module_a_registration_waits_for_is_listed_as_an_import_hook():
     from verl_ext import plugin, staleness
     from verl_ext.cpu import patches, registration
 
     waited_for = {
         plugin.VERL_LOSS_REGISTRY_MODULE, plugin.VERL_SINGLE_TURN_MODULE, *registration.REGISTRATIONS_ON_IMPORT,
-        staleness.VERL_TRAINER_MODULE, patches.REPLAY_BUFFER_MODULE,
+        staleness.VERL_TRAINER_MODULE, staleness.VERL_ENGINE_WORKERS_MODULE, patches.REPLAY_BUFFER_MODULE,
     }
     assert waited_for == {entry.module for entry in VERL_INTERNALS if entry.kind == IMPORT_HOOK}
 

@@ -34,6 +34,8 @@ TOOLACE = "Team-ACE/ToolACE"
 # Written by verl_ext.tiny.task (the CPU lab's counting task); scored by verl_ext.tiny.task.compute_score,
 # not by verl_ext.rewards.
 TINY_COUNT = "verl_ext/tiny_count"
+# Written by verl_ext.tiny.letters (the scale assets' task: long responses); scored by verl_ext.tiny.task.compute_score.
+TINY_LETTERS = "verl_ext/tiny_letters"
 
 GSM8K_SOURCES = (GSM8K,)
 MATH_SOURCES = (MATH_LIGHTEVAL, MATH_500, MATH_LEGACY)

@@ -25,8 +25,16 @@ BEHAVIOUR_VERSION = "staleness/behaviour_version"  # weight version that generat
 WEIGHT_SYNCS = "staleness/weight_syncs"  # sync points passed so far
 SYNCED = "staleness/synced"  # 1.0 when the weights were pushed after this step
 WEIGHT_PUSHES = "staleness/weight_pushes"  # weight pushes so far, the start-up push included
-# mean over response tokens of log pi_behaviour - log pi_current (delayed_sync.measure_mismatch=true)
+# mean over response tokens of log pi_behaviour - log pi_current (delayed_sync.measure_mismatch=true); with
+# bypass_mode=true taken from the actor update's first mini-batch (verl_ext.staleness.mismatch_in_update)
 BEHAVIOUR_MINUS_CURRENT_LOG_PROB = "staleness/behaviour_minus_current_log_prob"
+# the same over the whole batch from a separate actor forward pass (delayed_sync.mismatch_forward_pass=true)
+BEHAVIOUR_MINUS_CURRENT_LOG_PROB_FORWARD_PASS = "staleness/behaviour_minus_current_log_prob_forward_pass"
+# Returned by the actor's update (verl_ext.staleness.mismatch_in_update; verl logs them under "actor/") and taken
+# out again by the delayed_sync trainer, which logs their ratio as BEHAVIOUR_MINUS_CURRENT_LOG_PROB: the sum over
+# the first mini-batch's response tokens of log pi_behaviour - log pi_current, and the number of those tokens.
+UPDATE_MISMATCH_GAP_SUM = "verl_ext_mismatch/gap_sum"
+UPDATE_MISMATCH_TOKENS = "verl_ext_mismatch/tokens"
 ZERO_VARIANCE_GROUPS_REMOVED = "staleness/zero_variance_groups_removed"
 ZERO_VARIANCE_GROUPS_REMOVED_FRACTION = "staleness/zero_variance_groups_removed_fraction"
 # Timing of each step's window: from the end of the previous step's window (the start of the training loop

@@ -81,6 +81,7 @@ REPLAY_BUFFER = "verl.trainer.ppo.v1.replay_buffer"
 DELAYED_SYNC = "verl_ext/staleness/trainer.py DelayedSyncTrainer"
 SCHEDULED_BUFFER = "verl_ext/staleness/replay_buffer.py ScheduledReplayBuffer"
 CPU_PATCHES = "verl_ext/cpu/patches.py"
+MISMATCH_IN_UPDATE = "verl_ext/staleness/mismatch_in_update.py"
 NO_PUBLIC_HOOK = "verl 0.9.1 has no public hook for this"
 
 
@@ -115,8 +116,9 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
              "step, epoch and timings", ("self", "batch", "metrics", "timing_raw", "global_steps", "epoch")),
     _trainer("_log_rollout_data", OVERRIDE, "skipped for a step without update (its batch holds no advantages)",
              ("self", "batch", "timing_raw", "rollout_data_dir")),
-    _trainer("_compute_old_log_prob", OVERRIDE, "measures behaviour minus current log-prob right after pi_old, before "
-             "the update changes the actor", ("self", "batch", "metrics")),
+    _trainer("_compute_old_log_prob", OVERRIDE, "measures behaviour minus current log-prob right after pi_old when verl "
+             "computed pi_old with the current actor (decoupled mode), or with a forward pass of its own "
+             "(mismatch_forward_pass), before the update changes the actor", ("self", "batch", "metrics")),
     _trainer("_save_checkpoint", OVERRIDE, "waits for generations in flight and writes delayed_sync_state.json before "
              "verl's tracker file marks the checkpoint complete", ("self",)),
     _trainer("_load_checkpoint", OVERRIDE, "reads and checks delayed_sync_state.json of the checkpoint verl resumes, "
@@ -193,6 +195,20 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
     _buffer("_materialize_batch", PATCH, "batch_order: verl's own modes on the CPU backend get the canonical batch "
             "order (verl's custom_sampler is built without the group-filter and refill arguments)",
             ("self", "partition_id", "selected_prompt_uids", "partition_snapshot"), used_by=CPU_PATCHES),
+    # ------------------------------------------------------------ the mismatch metric inside the actor's update
+    VerlInternal("verl.workers.engine_workers", "TrainingWorker.train_batch", PATCH,
+                 "mismatch_in_update: the first call (mini-batch) of an update the delayed_sync trainer marks runs its "
+                 "loss with two more sums, behaviour minus current log-prob and the token count, so that "
+                 "staleness/behaviour_minus_current_log_prob needs no forward pass of its own; every other call is "
+                 f"verl's ({NO_PUBLIC_HOOK}: the loss function is built inside the worker)", MISMATCH_IN_UPDATE,
+                 ("self", "data"), read_in=("verl.workers.engine_workers:TrainingWorker.train_mini_batch",),
+                 token="self.train_batch("),
+    VerlInternal("verl.workers.engine_workers", "TrainingWorker.loss_fn", ATTRIBUTE_WRITE,
+                 "swapped for the measuring loss (which calls the worker's own) during that one call, then restored",
+                 MISMATCH_IN_UPDATE, instance_attribute=True,
+                 read_in=("verl.workers.engine_workers:TrainingWorker.train_batch",), token="loss_function=self.loss_fn"),
+    _trainer("_update_actor", OVERRIDE, "marks the update's batch for the mismatch measurement (bypass mode) and takes "
+             "the two sums out of the update's metrics", ("self", "batch", "metrics")),
     # ------------------------------------------------------------ other writes and reads of verl's private state
     VerlInternal("verl.utils.config", "validate_config", PATCH,
                  "verl-ext's whole-run checks run first, in the driver before Ray (verl has no hook for extra "
@@ -243,6 +259,9 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
                  "the cpu rollout replica is registered when verl imports this module", "verl_ext/cpu/registration.py"),
     VerlInternal("verl.checkpoint_engine.base", "CheckpointEngineRegistry", IMPORT_HOOK,
                  "the gloo checkpoint engine is registered when verl imports this module", "verl_ext/cpu/registration.py"),
+    VerlInternal("verl.workers.engine_workers", "TrainingWorker", IMPORT_HOOK,
+                 "the mismatch_in_update patch is installed when verl imports its engine workers (in the actor's "
+                 "process)", "verl_ext/staleness/__init__.py"),
     VerlInternal(TRAINER, "register_trainer", IMPORT_HOOK,
                  "trainer mode delayed_sync is registered when verl imports its v1 trainer", "verl_ext/staleness/__init__.py"),
     VerlInternal("verl.experimental.agent_loop.single_turn_agent_loop", "SingleTurnAgentLoop", IMPORT_HOOK,

@@ -26,7 +26,7 @@ ENTRY_POINTS = {
     "verl-ext schedule": ("verl_ext.cli", ["schedule", "--steps", "-1"], "argument --steps: expected an integer >= 0"),
     "verl-ext lab": ("verl_ext.cli", ["lab", "--lr", "-1"], "argument --lr: expected a number > 0"),
     "verl-ext quickstart": ("verl_ext.cli", ["quickstart", "--steps", "0"], "--steps must be >= 1, got 0"),
-    "verl-ext gpu-smoke": ("verl_ext.cli", ["gpu-smoke", "--steps", "0"], "argument --steps: expected an integer >= 1"),
+    "verl-ext gpu-smoke": ("verl_ext.cli", ["gpu-smoke", "--steps", "0"], "argument --steps: expected an integer in 1..1000"),
     "verl-ext quickstart --algorithm": ("verl_ext.cli", ["quickstart", "--algorithm", "rec_onesided"],
                                         "argument --algorithm: unknown algorithm 'rec_onesided'; allowed: rec_reinforce"),
     "verl-ext gpu-smoke --algorithm": ("verl_ext.cli", ["gpu-smoke", "--algorithm", "rec_reinforce@0.6_2"],

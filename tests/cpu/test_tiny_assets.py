@@ -152,3 +152,81 @@ def test_gpu_size_is_deterministic_and_runs_a_forward_in_transformers(tmp_path):
     assert logits.shape == (1, ids["input_ids"].shape[1], len(tokenizer)) and torch.isfinite(logits).all()
     with pytest.raises(ValueError, match="allowed: cpu, gpu"):
         build_tiny_assets(tmp_path / "x", size="tpu")
+
+
+def test_scale_sizes_have_the_checkpoints_dimensions_and_parameter_counts():
+    """qwen2.5-0.5b / qwen2.5-1.5b: Qwen2.5's layers, widths, heads and vocabulary, so the parameter count is the
+    checkpoint's (counted on the meta device: no weight is allocated)."""
+    from verl_ext.tiny.model import parameters_of
+    from verl_ext.tiny.sizes import SIZES
+    from verl_ext.tiny.tokenizer import build_synthetic_tokenizer
+
+    tokenizer = build_synthetic_tokenizer(151936)
+    assert len(tokenizer) == 151936
+    assert parameters_of(tokenizer, SIZES["qwen2.5-0.5b"].model) == 494_032_768  # Qwen2.5-0.5B, tied embeddings
+    assert parameters_of(tokenizer, SIZES["qwen2.5-1.5b"].model) == 1_543_714_304  # Qwen2.5-1.5B
+    half = SIZES["qwen2.5-0.5b"]
+    assert (half.model.num_hidden_layers, half.model.hidden_size, half.model.num_attention_heads,
+            half.model.num_key_value_heads, half.model.intermediate_size) == (24, 896, 14, 2, 4864)
+    assert half.dtype == "bfloat16" and half.is_scale and not SIZES["cpu"].is_scale
+
+
+def test_the_synthetic_tokenizer_decodes_every_id_and_keeps_the_chat_layout():
+    import random
+
+    from verl_ext.tiny.tokenizer import build_synthetic_tokenizer
+
+    tokenizer = build_synthetic_tokenizer(4096)
+    assert len(tokenizer) == 4096 and len(set(tokenizer.get_vocab().values())) == 4096
+    assert len(tokenizer.encode("\n", add_special_tokens=False)) == 1  # verl's Qwen prompt builder requires it
+    rng = random.Random(0)
+    ids = [rng.randrange(len(tokenizer) - 3) for _ in range(200)]  # anything a model samples but the specials
+    text = tokenizer.decode(ids)
+    assert len(text) > 200 and tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
+    prompt = [{"role": "user", "content": "letters d-k"}]
+    encoded = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)["input_ids"]
+    assert tokenizer.decode(encoded) == "<|im_start|>user\nletters d-k<|im_end|>\n<|im_start|>assistant\n"
+    assert build_synthetic_tokenizer(4096).get_vocab() == tokenizer.get_vocab()  # deterministic
+
+
+def test_scale_cpu_assets_build_deterministically_and_a_random_model_writes_long_graded_answers(tmp_path):
+    """The scale builder at the CPU backend's size: byte-identical builds, the letters task, and a random model
+    whose 64-token answers (no end-of-sequence) score about the range's share of the alphabet, differently in every
+    group (reward variance for every step's gradient)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verl_ext.data_sources import TINY_LETTERS
+    from verl_ext.tiny import letters
+
+    first = build_tiny_assets(tmp_path / "one", train_examples=8, val_examples=2, size="scale-cpu")
+    second = build_tiny_assets(tmp_path / "two", train_examples=8, val_examples=2, size="scale-cpu", force=True)
+    assert first["files"] == second["files"] and first["recipe"]["tokenizer"] == {"synthetic_vocab_size": 4096}
+    assert not assets_are_current(tmp_path / "one", recipe(0, 8, 2))  # never taken for a cpu build
+    model_dir = tmp_path / "one" / "model"
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    assert len(tokenizer) == model.config.vocab_size == 4096
+    rows = letters.make_split(3, "train", seed=0)
+    assert {row["data_source"] for row in rows} == {TINY_LETTERS}
+    torch.manual_seed(0)
+    for row in rows:
+        ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True, return_tensors="pt")
+        output = model.generate(**ids, do_sample=True, max_new_tokens=64, min_new_tokens=64, num_return_sequences=4,
+                                pad_token_id=tokenizer.pad_token_id)
+        responses = tokenizer.batch_decode(output[:, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+        rewards = [task.compute_score(TINY_LETTERS, response, row["reward_model"]["ground_truth"])["score"]
+                   for response in responses]
+        first_letter, last_letter = row["reward_model"]["ground_truth"].split("-")
+        share = (ord(last_letter) - ord(first_letter) + 1) / 26
+        assert len(set(rewards)) > 1 and all(abs(reward - share) < 0.25 for reward in rewards), (rewards, share)
+
+
+@pytest.mark.parametrize("response, truth, score", [
+    ("abc xyz", "a-c", 0.5), ("ABC", "a-c", 1.0), ("123 !", "a-c", 0.0), ("", "d-k", 0.0), ("dk", "d-k", 1.0),
+])
+def test_letters_reward(response, truth, score):
+    from verl_ext.data_sources import TINY_LETTERS
+
+    assert task.compute_score(TINY_LETTERS, response, truth)["score"] == pytest.approx(score)
+    with pytest.raises(ValueError, match="letter range"):
+        task.compute_score(TINY_LETTERS, response, "k-d")

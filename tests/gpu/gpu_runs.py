@@ -33,6 +33,7 @@ import json
 from pathlib import Path
 
 from tests.staleness import odd_count_reward
+from verl_ext.gpu.plan_checks import expected_loss_metrics  # noqa: F401 -- the GPU tests' import
 from verl_ext.runs.launch import RunResult
 from verl_ext.runs.run import Run
 
@@ -53,22 +54,6 @@ FAMILIES = {
     "red_weight": "red_weight",
     "offpolicy_grpo": "offpolicy_grpo",
 }
-
-
-def expected_loss_metrics(loss_mode: str) -> set[str]:
-    """The metric names verl-ext's loss reports (``actor/<name>``), read off the loss itself."""
-    import torch
-
-    from verl_ext.algorithms.registry import default_hyperparameters, policy_loss_spec
-
-    spec = policy_loss_spec(loss_mode)
-    shape = (4, 3)
-    behaviour_ratio = torch.ones(shape) if spec.old_log_prob == "current_and_behaviour" else None
-    terms = spec.compute(
-        torch.zeros(shape), torch.zeros(shape), torch.tensor([[1.0] * 3, [-1.0] * 3] * 2), torch.ones(shape),
-        behaviour_ratio, default_hyperparameters(),
-    )
-    return {f"actor/{name}" for name in terms.metrics}
 
 
 def algorithm(estimator: str, loss: str) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ import math
 import pytest
 
 from tests.gpu.gpu_runs import FAMILIES, RESUME_AT, SAVE_FREQ, SCHEDULE_STEPS, TEST_FREQ, expected_loss_metrics
+from verl_ext.gpu.plan_checks import expected_pushes
 from verl_ext.gpu.smoke_checks import BF16_LAG0_TOLERANCE, summarize_smoke
 from verl_ext.staleness.schedule import StalenessSchedule
 
@@ -31,21 +32,6 @@ def per_step(result, key: str) -> dict[int, float]:
 
 def trained(result) -> list[dict]:
     return [record for record in result.steps if "training/global_step" in record]
-
-
-def expected_pushes(schedule: StalenessSchedule, steps: int, test_freq: int) -> dict[int, int]:
-    """staleness/weight_pushes logged at each step: the start-up push, one per sync point so far, and one per
-    earlier validation that followed a step without a sync (the engine slept: validation wakes it with the
-    current weights). The logged value is taken before the step's own validation."""
-    pushes, expected = 1, {}
-    for step in range(steps):
-        pushes += schedule.synced_after(step)
-        expected[step] = pushes
-        global_step = step + 1
-        validates = test_freq > 0 and (global_step % test_freq == 0 or global_step == steps)
-        if validates and not schedule.synced_after(step):
-            pushes += 1
-    return expected
 
 
 # ----------------------------------------------------------------------------------------- schedules

@@ -57,6 +57,7 @@ class StandInActor:
         self.mini_batch_token_counts: list[list[int]] = []
         self.padding_advantages: list[float] = []  # per update: the largest |advantage| on a padding row
         self.forward_passes = 0  # compute_log_prob calls (a forward pass over a batch)
+        self.measured_updates = 0  # updates that measured the log-prob mismatch in their own forward pass
 
     def update_actor(self, batch):
         if self.crash_at_update is not None and len(self.pi_old_seen) == self.crash_at_update:
@@ -75,8 +76,28 @@ class StandInActor:
         ).to_padded_tensor()
         mask = data["response_mask"].bool()
         self.pi_old_seen.append(float(data["old_log_probs"][mask].mean()))
+        metrics = {"mfu": [0.0], "pg_loss": [0.0], "grad_norm": [1.0], **self._measured_in_the_update(batch)}
         self.version += 1
-        return {"metrics": {"mfu": [0.0], "pg_loss": [0.0], "grad_norm": [1.0]}}
+        return {"metrics": metrics}
+
+    def _measured_in_the_update(self, batch) -> dict:
+        """What verl's worker returns from a batch the trainer marked for the mismatch measurement: the batch as
+        one micro-batch of one mini-batch, the loss wrapped in verl-ext's MismatchMeasuringLoss (the real one),
+        its Metric values reduced as verl's train_mini_batch reduces them, before the update changes the version."""
+        from verl.utils.metric import Metric
+
+        from verl_ext.staleness.mismatch_in_update import UPDATE_KEY, MismatchMeasuringLoss
+
+        if UPDATE_KEY not in batch.extra_info:
+            return {}
+        self.measured_updates += 1
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                               select_fields=["prompts", "responses", "old_log_probs", "response_mask"])
+        lengths = (data["prompts"].offsets().diff() + data["responses"].offsets().diff()).tolist()
+        log_probs = nested([torch.full((length,), log_prob_at(self.version)) for length in lengths])
+        _loss, metrics = MismatchMeasuringLoss(lambda **_: (torch.tensor(0.0), {}))(
+            model_output={"log_probs": log_probs}, data=data)
+        return {key: [Metric.aggregate_dp([value])] for key, value in metrics.items()}
 
     def _split_like_verls_worker(self, batch, padding):
         """What verl's actor worker does with the batch before the loss, on one data-parallel rank: split it

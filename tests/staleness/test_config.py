@@ -28,6 +28,7 @@ def verl_validate(config):
         ),
         (("trainer.v1.delayed_sync.offline=true",), DelayedSyncConfig(offline=True)),
         (("trainer.v1.delayed_sync.measure_mismatch=false",), DelayedSyncConfig(measure_mismatch=False)),
+        (("trainer.v1.delayed_sync.mismatch_forward_pass=true",), DelayedSyncConfig(mismatch_forward_pass=True)),
         (
             ("trainer.v1.delayed_sync.zero_variance_masking=true", "trainer.v1.delayed_sync.sync_interval=10"),
             DelayedSyncConfig(sync_interval=10, zero_variance_masking=True),
@@ -167,3 +168,15 @@ def test_delayed_sync_counts_whole_steps(steps):
     with pytest.raises(ConfigError, match=f"trainer.total_training_steps={steps if steps != '1e9' else '1000000000.0'} is invalid"):
         check_staleness_keys(compose_recipe(MODE, f"trainer.total_training_steps={steps}"))
     check_staleness_keys(compose_recipe(MODE, "trainer.total_training_steps=1000000000"))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("trainer.v1.delayed_sync.measure_mismatch=false",),
+     "mismatch_forward_pass=True is invalid: allowed values are false with trainer.v1.delayed_sync.measure_mismatch=false"),
+    (("algorithm.rollout_correction.bypass_mode=false",),
+     "mismatch_forward_pass=True is invalid: allowed values are false with algorithm.rollout_correction.bypass_mode=false"),
+])
+def test_the_separate_mismatch_pass_is_refused_where_it_would_change_nothing(overrides, message):
+    config = compose_recipe(MODE, "trainer.v1.delayed_sync.mismatch_forward_pass=true", *overrides)
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        delayed_sync_config_from(config)

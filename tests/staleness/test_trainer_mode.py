@@ -77,17 +77,23 @@ def test_interval_1_offset_0_behaves_like_sync_mode(transfer_queue, dataset_file
     assert run.logged("staleness/behaviour_minus_current_log_prob") == pytest.approx({s: 0.0 for s in range(STEPS)})
 
 
+FORWARD_PASS_METRIC = "staleness/behaviour_minus_current_log_prob_forward_pass"
+
+
 @pytest.mark.parametrize(
-    "overrides,forward_passes_per_step",
+    "overrides,forward_passes_per_step,measured_in_update",
     [
-        ((), 1),  # bypass mode: one forward pass, for the mismatch metric
-        (("trainer.v1.delayed_sync.measure_mismatch=false",), 0),
+        # bypass mode: no forward pass at all, the update's own forward pass measures
+        ((), 0, True),
+        # on request, a forward pass over the whole batch as well (logged apart)
+        (("trainer.v1.delayed_sync.mismatch_forward_pass=true",), 1, True),
+        (("trainer.v1.delayed_sync.measure_mismatch=false",), 0, False),
         # decoupled mode: verl computes pi_old with the current actor; the metric reuses it
-        (("algorithm.rollout_correction.bypass_mode=false",), 1),
+        (("algorithm.rollout_correction.bypass_mode=false",), 1, False),
     ],
 )
-def test_mismatch_costs_at_most_one_forward_pass(
-    transfer_queue, dataset_file, tmp_path, log_dir, overrides, forward_passes_per_step
+def test_mismatch_costs_no_forward_pass_of_its_own(
+    transfer_queue, dataset_file, tmp_path, log_dir, overrides, forward_passes_per_step, measured_in_update
 ):
     config = compose(
         dataset_file, tmp_path, "trainer.v1.delayed_sync.sync_interval=2", "trainer.total_training_steps=4", *overrides
@@ -95,14 +101,20 @@ def test_mismatch_costs_at_most_one_forward_pass(
     run = Run(config, transfer_queue, log_dir, "mismatch")
     assert run.logged("staleness/lag") == {0: 0, 1: 1, 2: 0, 3: 1}
     assert run.actor.forward_passes == 4 * forward_passes_per_step
+    assert run.actor.measured_updates == (4 if measured_in_update else 0)
     bypass = "algorithm.rollout_correction.bypass_mode=false" not in overrides
     for step, pi_old in enumerate(run.actor.pi_old_seen):
         # bypass: pi_old is the behaviour policy; decoupled: the current one (version = step)
         assert pi_old == pytest.approx(log_prob_at(2 * (step // 2) if bypass else step))
-    if forward_passes_per_step:
-        assert run.logged("staleness/behaviour_minus_current_log_prob") == pytest.approx({0: 0, 1: 0.1, 2: 0, 3: 0.1})
-    else:
+    if "trainer.v1.delayed_sync.measure_mismatch=false" in overrides:
         assert "staleness/behaviour_minus_current_log_prob" not in run.metrics[0]
+    else:
+        assert run.logged("staleness/behaviour_minus_current_log_prob") == pytest.approx({0: 0, 1: 0.1, 2: 0, 3: 0.1})
+        assert not any(key.startswith("actor/verl_ext_mismatch") for record in run.metrics.values() for key in record)
+    if "trainer.v1.delayed_sync.mismatch_forward_pass=true" in overrides:
+        assert run.logged(FORWARD_PASS_METRIC) == pytest.approx({0: 0, 1: 0.1, 2: 0, 3: 0.1})
+    else:
+        assert FORWARD_PASS_METRIC not in run.metrics[0]
 
 
 def test_offline_never_pushes_after_the_start(transfer_queue, dataset_file, tmp_path, log_dir):

@@ -31,6 +31,19 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def int_in(low: int, high: int, what: str = "an integer"):
+    """A converter of integers in ``low..high`` (both included)."""
+    expected = f"{what} in {low}..{high}"
+
+    def convert(text: str) -> int:
+        value = _number(text, int, expected)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text if len(text) <= 40 else text[:40] + '...'}")
+        return value
+
+    return convert
+
+
 def positive_float(text: str) -> float:
     """A finite number > 0."""
     value = _number(text, float, "a number > 0")

@@ -161,6 +161,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--steps must be >= 1, got {args.steps}")
     from verl_ext.checks.values import ConfigError
     from verl_ext.cpu.local_cluster import ClusterStartError
+    from verl_ext.tiny.assets import AssetsFolderError
 
     try:
         result, summary = run_quickstart(
@@ -168,6 +169,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         )
     except ConfigError as error:  # refused by the driver's checks, or a topology the CPU profile cannot size
         print(f"[verl-ext] error: {error}", file=sys.stderr, flush=True)  # the key and what is allowed, last
+        return 2
+    except AssetsFolderError as error:  # --assets is a folder verl-ext did not write, a link, a file: left as it is
+        print(f"[verl-ext] error: {error}", file=sys.stderr)
         return 2
     except ClusterStartError as error:  # a node of the local cluster did not come up (stopped again)
         print(f"[verl-ext] {error}", file=sys.stderr)

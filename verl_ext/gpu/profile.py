@@ -150,10 +150,60 @@ def gpu_overrides(
     return gpu_smoke_overrides(assets_dir) + _checked("GPU run", values, RUN_OVERRIDE_REASONS)
 
 
+# A run on the scale assets (``verl-ext tiny-assets --size qwen2.5-0.5b``, or ``scale-cpu`` on the CPU backend):
+# what it sets over its backend's small-run profile, key -> reason. bench_gpu.py's modes run with these.
+SCALE_OVERRIDE_REASONS = {
+    "data.max_prompt_length": "the letters task's chat prompt (about 20 tokens) with room",
+    "data.max_response_length": "the response length the run measures (1,024 and more on a GPU)",
+    "data.train_batch_size": "prompts per step",
+    "actor_rollout_ref.rollout.n": "responses per prompt",
+    "actor_rollout_ref.actor.ppo_mini_batch_size": "one optimizer step per training step (the papers' setting)",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": "responses per forward pass: long responses, a 151,936-id output layer",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": "as the actor's",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "as the actor's",
+    "actor_rollout_ref.actor.optim.lr": "a learning rate for hundreds of millions of parameters (verl's default)",
+}
+# vLLM's keys of a scale run on a GPU (the CPU rollout has none of them)
+SCALE_GPU_OVERRIDE_REASONS = {
+    "actor_rollout_ref.rollout.ignore_eos": "every response runs to data.max_response_length: the work is the same in every mode",
+    "actor_rollout_ref.rollout.gpu_memory_utilization": "vLLM's share: the KV cache of 64 responses of 1,024+ tokens, "
+                                                        "and room for the resident engine beside the actor (overlap)",
+}
+SCALE_DEFAULTS = {"train_batch_size": 16, "rollout_n": 4, "micro_batch": 8, "learning_rate": 1e-6,
+                  "gpu_memory_utilization": 0.4, "max_prompt_length": 32}
+
+
+def scale_overrides(backend: str, response_length: int, train_batch_size: int = SCALE_DEFAULTS["train_batch_size"],
+                    rollout_n: int = SCALE_DEFAULTS["rollout_n"]) -> list[str]:
+    """Overrides of a run on the scale assets, over ``backend``'s (``gpu`` or ``cpu``) small-run profile; on a GPU
+    vLLM ignores the end-of-sequence token, so every response is ``response_length`` tokens long."""
+    micro = min(SCALE_DEFAULTS["micro_batch"], train_batch_size * rollout_n)
+    values = {
+        "data.max_prompt_length": SCALE_DEFAULTS["max_prompt_length"],
+        "data.max_response_length": response_length,
+        "data.train_batch_size": train_batch_size,
+        "actor_rollout_ref.rollout.n": rollout_n,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": train_batch_size,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.actor.optim.lr": SCALE_DEFAULTS["learning_rate"],
+    }
+    overrides = _checked("scale run", values, SCALE_OVERRIDE_REASONS)
+    if backend == "gpu":
+        overrides += _checked("scale GPU run", {
+            "actor_rollout_ref.rollout.ignore_eos": True,
+            "actor_rollout_ref.rollout.gpu_memory_utilization": SCALE_DEFAULTS["gpu_memory_utilization"],
+        }, SCALE_GPU_OVERRIDE_REASONS)
+    elif backend != "cpu":
+        raise ValueError(f"backend {backend!r}; allowed: gpu, cpu")
+    return overrides
+
+
 def override_reason(override: str) -> str:
     """Why the profile sets ``override`` (``key=value``, ``+key=value``)."""
     key = override.split("=", 1)[0]
-    for reasons in (SMOKE_OVERRIDE_REASONS, RUN_OVERRIDE_REASONS):
+    for reasons in (SMOKE_OVERRIDE_REASONS, RUN_OVERRIDE_REASONS, SCALE_OVERRIDE_REASONS, SCALE_GPU_OVERRIDE_REASONS):
         if key in reasons:
             return reasons[key]
     raise KeyError(f"{override!r} is not an override of the GPU profile")

@@ -21,10 +21,13 @@ from typing import Optional, Sequence
 
 from verl_ext import metric_names
 from verl_ext.algorithms.presets import algorithm_argument
-from verl_ext.checks.arguments import non_negative_int, positive_int, split_at_double_dash
-from verl_ext.gpu.smoke_checks import BF16_LAG0_TOLERANCE, FLOAT32_LAG0_TOLERANCE, format_smoke, summarize_smoke
+from verl_ext.checks.arguments import int_in, non_negative_int, positive_float, positive_int, split_at_double_dash
+from verl_ext.gpu.smoke_checks import (
+    BF16_LAG0_TOLERANCE, FLOAT32_LAG0_TOLERANCE, SmokeMetricsError, format_smoke, summarize_smoke,
+)
 
 DEFAULT_STEPS = 10
+MAX_STEPS = 1000  # a smoke check is ~10 steps; 1,000 already take an hour of a GPU
 DEFAULT_SYNC_INTERVAL, DEFAULT_SYNC_OFFSET = 3, 1
 DEFAULT_ALGORITHM = "rec_oneside_nois"
 TIMEOUT_SECONDS = 30 * 60
@@ -104,7 +107,8 @@ def run_smoke(args, extra: Sequence[str]) -> tuple[Optional[dict], Optional[str]
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv, extra = split_at_double_dash(argv)
     parser = argparse.ArgumentParser(prog="verl-ext gpu-smoke", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS, help=f"training steps (default {DEFAULT_STEPS})")
+    parser.add_argument("--steps", type=int_in(1, MAX_STEPS), default=DEFAULT_STEPS,
+                        help=f"training steps, 1..{MAX_STEPS} (default {DEFAULT_STEPS})")
     parser.add_argument("--sync-interval", type=positive_int, default=DEFAULT_SYNC_INTERVAL, help="m (default 3)")
     parser.add_argument("--sync-offset", type=non_negative_int, default=DEFAULT_SYNC_OFFSET, help="n (default 1)")
     parser.add_argument("--algorithm", type=algorithm_argument, default=DEFAULT_ALGORITHM,
@@ -116,7 +120,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--assets", type=Path, default=None, help="tiny assets folder (default <repo>/assets/tiny-gpu)")
     parser.add_argument("--metrics", type=Path, default=None,
                         help="only check this metrics file (verl's file logger JSONL) of a finished run; runs nothing")
-    parser.add_argument("--tolerance", type=float, default=None,
+    parser.add_argument("--tolerance", type=positive_float, default=None,
                         help=f"lag-0 log-prob gap tolerance, nats/token (default {BF16_LAG0_TOLERANCE:g} on gpu, "
                              f"{FLOAT32_LAG0_TOLERANCE:g} on cpu)")
     parser.add_argument("--quiet", action="store_true", help="do not stream verl's output (it is in the log)")
@@ -148,16 +152,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       file=sys.stderr)
                 return 2
         from verl_ext.checks.values import ConfigError
+        from verl_ext.tiny.assets import AssetsFolderError
 
         try:
             steps, error, figures = run_smoke(args, extra)
         except ConfigError as refused:  # the driver's checks refused it (RunRefused), or a topology the CPU cannot size
             print(f"[verl-ext] error: {refused}", file=sys.stderr)  # the key and what is allowed, last
             return 2
+        except AssetsFolderError as refused:  # --assets: a folder verl-ext did not write, a link, a file
+            print(f"verl-ext gpu-smoke: error: {refused}. Nothing was started.", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the launcher stopped main_ppo on the way out
             print("[verl-ext] interrupted: verl's trainer was stopped", file=sys.stderr)
             return 130
-    summary = summarize_smoke(steps, schedule, args.steps, tolerance)
+    try:
+        summary = summarize_smoke(steps, schedule, args.steps, tolerance)
+    except SmokeMetricsError as unreadable:
+        print(f"verl-ext gpu-smoke: error: {figures['metrics']}: {unreadable}", file=sys.stderr)
+        return 2
     title = (f"verl-ext {args.backend} smoke: delayed_sync m={args.sync_interval} n={args.sync_offset}, "
              f"{args.algorithm}, {args.steps} steps, tiny counting task")
     print(format_smoke(summary, title, figures), flush=True)

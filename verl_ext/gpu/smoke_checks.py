@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from verl_ext import metric_names
-from verl_ext.metrics_file import metric_series, trained_steps
+from verl_ext.metrics_file import trained_steps
 from verl_ext.staleness.schedule import StalenessSchedule
 
 # Mean per-token log-prob gap between vLLM (bf16 weights and compute) and the FSDP actor (bf16 compute,
@@ -69,9 +69,34 @@ class SmokeSummary:
         return {**asdict(self), "ok": self.ok}
 
 
-def _by_step(steps: list[dict], name: str) -> dict[int, float]:
-    """``{0-based step: value}`` (verl logs global_steps = step + 1)."""
-    return {int(record["step"]) - 1: float(record[name]) for record in steps if name in record}
+class SmokeMetricsError(ValueError):
+    """A logged value the summary cannot read (names the step and the metric): a counter of the schedule that is
+    not a whole number, a measurement that is not a number."""
+
+
+# counted by the trainer: whole numbers, or the file is not a delayed_sync run's
+COUNTERS = (LAG, VERSION, SYNCED, SYNCS, PUSHES)
+
+
+def _value(record: dict, name: str) -> float:
+    """``record[name]`` as the summary reads it: a counter must be a whole number; a measurement a number, or null
+    (verl's file logger writes NaN as null; a NaN fails its check, it is not an unreadable file)."""
+    value = record[name]
+    whole = name in COUNTERS
+    if value is None and not whole:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise SmokeMetricsError(f"step {record['step']}: {name} = {shown} is not a number")
+    if whole and not (math.isfinite(value) and float(value).is_integer()):
+        raise SmokeMetricsError(f"step {record['step']}: {name} = {value!r} is not a whole number (a count of the "
+                                "delayed_sync trainer)")
+    return float(value)
+
+
+def values_by_step(steps: list[dict], name: str) -> dict[int, float]:
+    """``{0-based step: value}`` (verl logs global_steps = step + 1), each value checked (:func:`_value`)."""
+    return {int(record["step"]) - 1: _value(record, name) for record in steps if name in record}
 
 
 def _mean(values: list[float]) -> float:
@@ -84,10 +109,10 @@ def summarize_smoke(
     """The summary of a ``delayed_sync`` run of ``total_steps`` steps and its checks against ``schedule``."""
     trained = trained_steps(steps)
     expected = schedule.preview(total_steps)
-    lags, versions, synced = _by_step(trained, LAG), _by_step(trained, VERSION), _by_step(trained, SYNCED)
-    gaps, rewards, norms = _by_step(trained, GAP), _by_step(trained, REWARD), _by_step(trained, GRAD_NORM)
-    step_times = metric_series(trained, STEP_TIME)
-    syncs, pushes = _by_step(trained, SYNCS), _by_step(trained, PUSHES)
+    lags, versions, synced = values_by_step(trained, LAG), values_by_step(trained, VERSION), values_by_step(trained, SYNCED)
+    gaps, rewards, norms = values_by_step(trained, GAP), values_by_step(trained, REWARD), values_by_step(trained, GRAD_NORM)
+    step_times = [time for _, time in sorted(values_by_step(trained, STEP_TIME).items())]
+    syncs, pushes = values_by_step(trained, SYNCS), values_by_step(trained, PUSHES)
     logged = sorted(int(record["step"]) - 1 for record in trained)
     last = total_steps - 1
 

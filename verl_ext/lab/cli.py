@@ -168,10 +168,14 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
     from verl_ext.lab.runner import Terminated, run_lab
     from verl_ext.lab.summary import aggregate
     from verl_ext.lab.warm_start import initial_policy_assets
-    from verl_ext.tiny.assets import default_assets_dir
+    from verl_ext.tiny.assets import AssetsFolderError, default_assets_dir
 
     out_dir = (args.out or Path("outputs") / "lab").resolve()
-    assets = initial_policy_assets((args.assets or default_assets_dir()).resolve(), args.initial_model)
+    try:  # a folder verl-ext did not write (or a link, a file) is refused before anything is built
+        assets = initial_policy_assets(args.assets or default_assets_dir(), args.initial_model)
+    except AssetsFolderError as error:
+        console.print(f"[red]verl-ext lab: error: {error}", highlight=False)
+        return 2
     console.print(f"[verl-ext lab] {len(runs)} runs of verl's main_ppo on the CPU backend -> {out_dir} "
                   f"(log: {out_dir / 'lab.log'})", highlight=False)
     try:

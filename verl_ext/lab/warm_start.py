@@ -23,6 +23,7 @@ reward before and after, and the files' sha256). An existing folder whose manife
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -125,14 +126,15 @@ def build_warm_start_assets(tiny_assets: Path, out: Path, recipe: WarmStartRecip
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from verl_ext.tiny.assets import build_tiny_assets, file_checksums, staged_folder
+    from verl_ext.tiny.assets import build_tiny_assets, check_replaceable, file_checksums, read_manifest, staged_folder
 
-    tiny_assets, out = Path(tiny_assets).resolve(), Path(out).resolve()
+    tiny_assets, out = Path(os.path.abspath(tiny_assets)), Path(os.path.abspath(out))  # links refused, not followed
+    check_replaceable(out)
     tiny_manifest = build_tiny_assets(tiny_assets)
     wanted = {"format": FORMAT, "recipe": asdict(recipe), "tiny_assets": tiny_manifest["files"]}
     manifest_path = out / "manifest.json"
     if manifest_path.is_file():
-        manifest = json.loads(manifest_path.read_text())
+        manifest = read_manifest(manifest_path)
         if manifest.get("wanted") == wanted and manifest.get("files") == file_checksums(out):
             return manifest
     with staged_folder(out, prefix=".warm-start-") as staging:
@@ -162,7 +164,7 @@ def initial_policy_assets(tiny_assets: Path, initial_model: str = "warm", recipe
 
     if initial_model not in INITIAL_MODELS:
         raise ValueError(f"initial model {initial_model!r}; allowed: {', '.join(INITIAL_MODELS)}")
-    tiny_assets = Path(tiny_assets).resolve()
+    tiny_assets = Path(os.path.abspath(tiny_assets))  # a link is refused by the builder, never followed
     build_tiny_assets(tiny_assets)
     if initial_model == "random":
         return tiny_assets

@@ -4,12 +4,15 @@
 - :mod:`~verl_ext.staleness.schedule`: which policy version generates each step's batch of a setting (pure).
 - :mod:`~verl_ext.staleness.config`: the ``trainer.v1.delayed_sync`` keys and their checks.
 - :mod:`~verl_ext.staleness.trainer`: the verl trainer mode (imports verl's v1 trainer: heavy).
+- :mod:`~verl_ext.staleness.mismatch_in_update`: the log-prob mismatch taken from the actor update's own forward
+  pass (in the actor's worker process).
 - :mod:`~verl_ext.staleness.cli`: ``verl-ext schedule``, a preview of the schedule.
 """
 
 import wrapt
 
 VERL_TRAINER_MODULE = "verl.trainer.ppo.v1.trainer_base"
+VERL_ENGINE_WORKERS_MODULE = "verl.workers.engine_workers"
 
 
 def register_staleness() -> None:
@@ -20,8 +23,16 @@ def register_staleness() -> None:
     ``trainer_base`` module is imported, right before verl looks the mode up. Errors are not swallowed.
     """
     wrapt.register_post_import_hook(_register_trainer, VERL_TRAINER_MODULE)
+    # the actor's workers (their own processes) measure the log-prob mismatch inside the update when the trainer asks
+    wrapt.register_post_import_hook(_install_mismatch_in_update, VERL_ENGINE_WORKERS_MODULE)
 
 
 def _register_trainer(_trainer_base_module) -> None:
     # importing the module runs its @register_trainer("delayed_sync") decorator
     import verl_ext.staleness.trainer  # noqa: F401
+
+
+def _install_mismatch_in_update(engine_workers_module) -> None:
+    from verl_ext.staleness.mismatch_in_update import install
+
+    install(engine_workers_module)

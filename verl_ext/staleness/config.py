@@ -28,9 +28,14 @@ class DelayedSyncConfig:
     sync_offset: int = 0
     # never push weights after the initial ones: every batch comes from the initial policy
     offline: bool = False
-    # log staleness/behaviour_minus_current_log_prob: one extra actor forward pass per step when
-    # algorithm.rollout_correction.bypass_mode is true (otherwise verl's own pi_old forward is reused)
+    # log staleness/behaviour_minus_current_log_prob at no extra cost: with algorithm.rollout_correction.bypass_mode
+    # true it is taken from the actor update's own forward pass over its first mini-batch, before the first
+    # optimizer step (verl_ext.staleness.mismatch_in_update); otherwise from verl's own pi_old forward pass
     measure_mismatch: bool = True
+    # also measure it over the whole batch with a separate actor forward pass (one per step), logged as
+    # staleness/behaviour_minus_current_log_prob_forward_pass: the whole batch when the update has several
+    # mini-batches, and a check of the free measurement; needs measure_mismatch=true and bypass_mode=true
+    mismatch_forward_pass: bool = False
     # off-policy GRPO's zero-variance masking: leave out of each step's batch every prompt group whose
     # rewards are all equal, without drawing new prompts (the step trains on the other groups)
     zero_variance_masking: bool = False
@@ -43,7 +48,7 @@ class DelayedSyncConfig:
 
     def __post_init__(self):
         check_setting(self.sync_interval, self.sync_offset, self.offline, prefix=f"{CONFIG_KEY}.")
-        for key in ("measure_mismatch", "zero_variance_masking", "overlap"):
+        for key in ("measure_mismatch", "mismatch_forward_pass", "zero_variance_masking", "overlap"):
             require_bool(f"{CONFIG_KEY}.{key}", getattr(self, key))
         if not _is_fraction(self.actor_memory_fraction):
             reject(f"{CONFIG_KEY}.actor_memory_fraction", self.actor_memory_fraction, FRACTION)
@@ -138,6 +143,8 @@ def delayed_sync_config_from(config: DictConfig) -> DelayedSyncConfig:
         value = OmegaConf.select(config, key, default=None)
         if value:
             _reject(key, value, "null with delayed_sync", "The mode selects each step's batch itself.")
+    if block.mismatch_forward_pass:
+        _check_mismatch_forward_pass(config, block)
     split = engine_on_own_pool(config)
     if split:
         _check_engine_pool(config)
@@ -148,6 +155,22 @@ def delayed_sync_config_from(config: DictConfig) -> DelayedSyncConfig:
     if block.overlap:
         _check_overlap(config, block, split)
     return block
+
+
+BYPASS_MODE = "algorithm.rollout_correction.bypass_mode"
+
+
+def _check_mismatch_forward_pass(config: DictConfig, block: DelayedSyncConfig) -> None:
+    """``mismatch_forward_pass=true`` adds a forward pass only where the metric would not have one: refused
+    (rather than ignored) where it would change nothing."""
+    key = f"{CONFIG_KEY}.mismatch_forward_pass"
+    if not block.measure_mismatch:
+        _reject(key, True, f"false with {CONFIG_KEY}.measure_mismatch=false",
+                "The forward pass measures the mismatch metric, which measure_mismatch=false turns off.")
+    if OmegaConf.select(config, BYPASS_MODE, default=False) is not True:
+        _reject(key, True, f"false with {BYPASS_MODE}=false",
+                "Without bypass mode verl already computes pi_old with the current actor over the whole batch, and "
+                "staleness/behaviour_minus_current_log_prob is measured on it: a second pass would measure the same.")
 
 
 HYBRID_ENGINE = "actor_rollout_ref.hybrid_engine"

@@ -15,7 +15,8 @@ Call order inside verl's ``PPOTrainer.fit`` (one training step l = global_steps 
   resume only what the checkpoint lacks (see :meth:`DelayedSyncTrainer._plan_start_up`).
 - ``step``: the replay buffer hands out the batch tagged for step l, less its zero-variance groups with
   ``zero_variance_masking`` (no update at all when every group is removed); pi_old is the behaviour
-  log-prob (``algorithm.rollout_correction.bypass_mode``); the staleness metrics are measured on the batch.
+  log-prob (``algorithm.rollout_correction.bypass_mode``); the staleness metrics are measured on the batch,
+  the log-prob mismatch inside the actor update's own forward pass (:mod:`verl_ext.staleness.mismatch_in_update`).
 - checkpoint save (verl saves the TransferQueue, hence the pending batches, for every mode but ``sync``);
   the trainer's own counts go to ``delayed_sync_state.json`` first (:mod:`verl_ext.staleness.checkpoint_state`),
   and a resume checks them before verl loads anything.
@@ -43,6 +44,7 @@ reason for each in :mod:`verl_ext.verl_internals`, which ``verl-ext doctor`` che
 
 import logging
 import os
+import uuid
 
 import numpy as np
 import torch
@@ -60,6 +62,7 @@ from verl_ext.staleness.checkpoint_state import STATE_FILE, DelayedSyncState, re
 from verl_ext.staleness.config import TRAINER_MODE, delayed_sync_config_from, engine_gpus, engine_on_own_pool
 from verl_ext.staleness.generation_tracker import GenerationTracker, GenerationWatcher, WindowTiming
 from verl_ext.staleness.mismatch import mean_behaviour_minus_current_log_prob
+from verl_ext.staleness.mismatch_in_update import UPDATE_KEY, pop_update_mismatch
 from verl_ext.staleness.pending_batches import (
     BEHAVIOUR_VERSION_TAG,
     STEP_TAG,
@@ -118,6 +121,10 @@ class DelayedSyncTrainer(PPOTrainer):
         self._prepared_step: PreparedStep | None = None
         # a resident engine keeps its weights between generations (free_cache_engine=false; overlap needs it)
         self._engine_resident = config.actor_rollout_ref.rollout.get("free_cache_engine", True) is False
+        # pi_old is the behaviour policy (bypass mode): the mismatch metric comes from the actor update's forward pass
+        rollout_correction = config.algorithm.get("rollout_correction", None)
+        self._pi_old_is_behaviour = bool(rollout_correction and rollout_correction.get("bypass_mode", False))
+        self._run_id = uuid.uuid4().hex  # makes each update's id (UPDATE_KEY) unique to this run
         # the batches being generated, the waits for them and the timeline of both
         self.generations = GenerationTracker(self._finished_groups, poll_seconds=GENERATION_POLL_SECONDS)
         self._watcher: GenerationWatcher | None = None
@@ -295,8 +302,33 @@ class DelayedSyncTrainer(PPOTrainer):
 
     def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         batch = super()._compute_old_log_prob(batch, metrics)
-        if self.delayed_sync.measure_mismatch:
-            metrics[metric_names.BEHAVIOUR_MINUS_CURRENT_LOG_PROB] = self._measure_mismatch(batch)
+        if not self.delayed_sync.measure_mismatch:
+            return batch
+        if not self._pi_old_is_behaviour:  # verl has just computed pi_old with the current actor: reuse it
+            metrics[metric_names.BEHAVIOUR_MINUS_CURRENT_LOG_PROB] = self._mismatch_against(batch, "old_log_probs")
+        elif self.delayed_sync.mismatch_forward_pass:
+            metrics[metric_names.BEHAVIOUR_MINUS_CURRENT_LOG_PROB_FORWARD_PASS] = self._mismatch_from_a_forward_pass(batch)
+        return batch
+
+    def _update_actor(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        """verl's update; in bypass mode it also measures the log-prob mismatch on its first mini-batch, before the
+        first optimizer step (:mod:`verl_ext.staleness.mismatch_in_update`)."""
+        if not (self.delayed_sync.measure_mismatch and self._pi_old_is_behaviour):
+            return super()._update_actor(batch, metrics)
+        batch.extra_info[UPDATE_KEY] = f"{self._run_id}:{self.global_steps}"
+        try:
+            batch = super()._update_actor(batch, metrics)
+        finally:
+            batch.extra_info.pop(UPDATE_KEY, None)
+        gap = pop_update_mismatch(metrics)
+        if gap is None:
+            logger.warning(
+                f"delayed_sync: the actor update of step {self.global_steps - 1} returned no log-prob mismatch "
+                f"({metric_names.BEHAVIOUR_MINUS_CURRENT_LOG_PROB} is not logged for it): was the update wrapper "
+                "installed in the actor's process? (verl-ext doctor)"
+            )
+        else:
+            metrics[metric_names.BEHAVIOUR_MINUS_CURRENT_LOG_PROB] = gap
         return batch
 
     def on_step_end(self):
@@ -538,37 +570,32 @@ class DelayedSyncTrainer(PPOTrainer):
             )
         return {metric_names.BEHAVIOUR_VERSION: behaviour_version, metric_names.LAG: step - behaviour_version}
 
-    def _measure_mismatch(self, batch: KVBatchMeta) -> float:
-        """staleness/behaviour_minus_current_log_prob on this batch (see :mod:`verl_ext.staleness.mismatch`).
+    def _mismatch_from_a_forward_pass(self, batch: KVBatchMeta) -> float:
+        """The mismatch over the whole batch from one forward pass of the actor (``mismatch_forward_pass=true``;
+        in bypass mode nothing else computes the current policy's log-probs of the whole batch)."""
+        batch.extra_info.update(
+            {
+                "calculate_entropy": False,
+                "compute_loss": False,
+                "temperature": self.config.actor_rollout_ref.rollout.temperature,
+            }
+        )
+        output = self.actor_rollout_wg.compute_log_prob(batch)
+        assert len(output) == len(batch)
+        return self._mismatch_against(batch, "log_probs")
 
-        With ``bypass_mode`` pi_old is the behaviour log-prob and nothing computed the current policy's:
-        one forward pass of the actor does. Otherwise verl has just computed pi_old with the current actor.
-        """
-        rollout_correction = self.config.algorithm.get("rollout_correction", None)
-        bypass = bool(rollout_correction and rollout_correction.get("bypass_mode", False))
-        if bypass:
-            batch.extra_info.update(
-                {
-                    "calculate_entropy": False,
-                    "compute_loss": False,
-                    "temperature": self.config.actor_rollout_ref.rollout.temperature,
-                }
-            )
-            output = self.actor_rollout_wg.compute_log_prob(batch)
-            assert len(output) == len(batch)
-            data = tq.kv_batch_get(
-                keys=batch.keys,
-                partition_id=batch.partition_id,
-                select_fields=["log_probs", "rollout_log_probs", "response_mask"],
-            )
-            data["current_log_probs"] = response_from_nested(data.pop("log_probs"), data["response_mask"])
-        else:
-            data = tq.kv_batch_get(
-                keys=batch.keys,
-                partition_id=batch.partition_id,
-                select_fields=["old_log_probs", "rollout_log_probs", "response_mask"],
-            )
-            data["current_log_probs"] = data.pop("old_log_probs")
+    def _mismatch_against(self, batch: KVBatchMeta, current_field: str) -> float:
+        """staleness/behaviour_minus_current_log_prob on this batch (see :mod:`verl_ext.staleness.mismatch`), the
+        current policy's log-probs read from ``current_field`` of the batch."""
+        data = tq.kv_batch_get(
+            keys=batch.keys,
+            partition_id=batch.partition_id,
+            select_fields=[current_field, "rollout_log_probs", "response_mask"],
+        )
+        current = data.pop(current_field)
+        if current_field == "log_probs":  # the forward pass's output covers prompt and response
+            current = response_from_nested(current, data["response_mask"])
+        data["current_log_probs"] = current
         padded = data.to_padded_tensor()
         real_rows = torch.tensor([not tag.get("is_padding", False) for tag in batch.tags], dtype=torch.bool)
         response_mask = padded["response_mask"] * real_rows.unsqueeze(1).to(padded["response_mask"].dtype)

@@ -24,7 +24,7 @@ import random
 import re
 from typing import Any
 
-from verl_ext.data_sources import TINY_COUNT
+from verl_ext.data_sources import TINY_COUNT, TINY_LETTERS
 
 ABILITY = "count"
 INSTRUCTION = "count"
@@ -78,10 +78,31 @@ def count_reward(response: str, ground_truth: str) -> float:
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None) -> dict[str, Any]:
-    """verl's custom reward function (``reward.custom_reward_function.path=pkg://verl_ext.tiny.task``)."""
+    """verl's custom reward function of every tiny and scale asset's task
+    (``reward.custom_reward_function.path=pkg://verl_ext.tiny.task``): the counting task, or the scale assets'
+    letters task (:mod:`verl_ext.tiny.letters`), by ``data_source``."""
+    if data_source == TINY_LETTERS:
+        from verl_ext.tiny.letters import in_range_fraction
+
+        score = in_range_fraction(solution_str, ground_truth)
+        return {"score": score, "exact": float(score == 1.0)}
     if data_source != TINY_COUNT:
-        raise ValueError(f"verl_ext.tiny.task.compute_score scores data_source {TINY_COUNT!r}, got {data_source!r}")
+        raise ValueError(f"verl_ext.tiny.task.compute_score scores data_source {TINY_COUNT!r} or {TINY_LETTERS!r}, "
+                         f"got {data_source!r}")
     counting = counting_score(solution_str, ground_truth)
     fraction = digit_fraction(solution_str)
     score = COUNTING_WEIGHT * counting + (1 - COUNTING_WEIGHT) * fraction
     return {"score": score, "counting": counting, "digit_fraction": fraction, "exact": float(counting == 1.0 and fraction == 1.0)}
+
+
+ODD_COUNT_SCORE = 0.5
+
+
+def compute_score_odd_constant(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None) -> dict[str, Any]:
+    """The counting task's reward, except that every response to an odd "count n" prompt scores
+    :data:`ODD_COUNT_SCORE`: those prompt groups have zero reward variance, a probe of zero-variance masking
+    (``reward.custom_reward_function.name=compute_score_odd_constant``; the GPU plan's main run)."""
+    result = compute_score(data_source, solution_str, ground_truth, extra_info)
+    if data_source == TINY_COUNT and len(ground_truth.split()) % 2 == 1:
+        return {**result, "score": ODD_COUNT_SCORE}
+    return result
