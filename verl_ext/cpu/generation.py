@@ -22,26 +22,29 @@ its prompt, its seed and the logits, never on which requests arrive before it or
 
 Batching, bit for bit. Requests sharing their sampling parameters are generated together, and a
 request's tokens and log-probs are the same bits whatever shares its batch. What moves a row's bits is
-the *shape* of the forward pass, never its neighbours' values (measured on the tiny model with MKL and
-oneDNN as torch 2.11 ships them): a linear layer's row comes out of a different GEMM kernel depending on
-the number of rows M (decode steps have M = rows: classes {1}, {2}, {3..9}, {>= 11}), the padding in front
-of a prompt changes the attention's reduction, and with several threads MKL splits M over the threads, so
-the kernel a row meets depends on the thread count and its position (3 threads: a different result for
-M = 1, and for some rows of M = 32). So every forward pass has one fixed shape and runs on one thread
+the *shape* of the forward pass, not its neighbours' values (measured on the tiny model, torch 2.11's MKL
+on AVX-512): a linear layer's row comes out of another GEMM kernel depending on the number of rows M (a
+decode step, M = the batch size, gives one result for M = 3..9, another for M >= 12, others for M = 1
+and 2); the padding in front of a prompt changes the attention's reduction (up to 2e-7 in a logit from
+one more pad column); and with several threads MKL splits M over them, so the kernel a row meets depends
+on the thread count and the row (3 threads: other bits at M = 1, and at row 21 of 32, the last of the
+second thread's share). So every forward pass has one fixed shape and runs on one thread
 (:func:`generate_batch_with_log_probs`):
 
-- ``rows`` rows: the batch is filled up with inert rows (one pad token, forced to end at once);
+- ``rows`` rows: the batch is filled up with inert rows (one pad token, ended at once);
 - prompts left-padded to ``width`` tokens, a function of the prompt's own length only
   (:func:`prompt_width`: a multiple of the configured prompt length, plus one pad column, so that every
-  row is padded and the attention mask is never elided for an unpadded batch -- a different SDPA path);
+  batch is padded and transformers never drops the attention mask for an unpadded one, which would switch
+  SDPA to its ``is_causal`` path);
 - one intra-op thread (:data:`GENERATION_THREADS`; a Ray actor has one already, ``OMP_NUM_THREADS=1``).
 
-With these, a row's arithmetic depends on its own tokens only (``tests/cpu/test_seeded_sampling.py`` checks
-rows at every position, neighbours of other lengths, and 1 to 3 caller threads, bit for bit). What fixes
-the bits is therefore (prompt, seed, weights, ``rows``, the configured prompt length), plus the machine's
-kernels; the rollout server's ``max_batch_size`` is ``rows``. Inert rows cost little on the tiny model:
-its forward pass is overhead-bound (a lone request in 32 rows: about 1.7x its time in one row; 32 requests
-in one batch: about 1/18 of their time one by one).
+Then a row's arithmetic depends on its own tokens only (``tests/cpu/test_seeded_sampling.py``: rows at
+random positions and at the rows where a thread split falls, beside prompts of other lengths, seeds and
+budgets, under 1 to 3 caller threads, equal to the request alone, bit for bit). What fixes the bits is
+(prompt, seed, weights, ``rows``, the configured prompt length) and the machine's kernels; the rollout
+server's ``max_batch_size`` is ``rows``. The inert rows cost little, the tiny model's forward pass being
+overhead-bound (``benchmarks/bench_cpu_backend.py``, CPU time): one request in 32 rows 37 ms, in one row
+23 ms; 32 requests in one batch 51 ms, one at a time in one row each 0.66 s.
 
 The number of new tokens follows vLLM's rule in verl's vLLM server: ``max_tokens`` from the request if
 given, else ``min(response_length, prompt_length + response_length - len(prompt))``, clamped to
