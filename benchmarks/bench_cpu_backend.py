@@ -9,10 +9,12 @@ run inside a shared Ray session, and the rollout's batched generation.
    whole process tree, reward at the start and end (:mod:`verl_ext.runs.monitor`).
 2. session: ``--session-runs`` runs of 2 steps in one :class:`verl_ext.cpu.ray_session.CPURaySession`
    (what the e2e tests do): Ray start-up once, then the wall time of each run.
-3. generation: the CPU rollout's batched ``generate()`` (at most 12 new tokens, the untrained model's
-   own stopping, one seed per request) for 1, 8 and 32 requests, and the same 32 requests generated one
-   at a time (the rollout's default, ``max_batch_size=1``: exact), in-process on one thread, in CPU time
-   of the process (fastest of 7, so that other load disturbs it little); and the weight checksum of the model.
+3. generation: the CPU rollout's ``generate()`` of a fixed shape (at most 12 new tokens, the untrained model's
+   own stopping, one seed per request, prompts padded as the rollout pads them) for 1, 8 and 32 requests in
+   the default 32 rows (bit-exact whatever shares the batch), 32 requests one at a time in 32 rows each,
+   and for comparison 1 request and 32 one at a time in a batch of one row (the previous default,
+   ``max_batch_size=1``), in-process, in CPU time of the process (fastest of 7, so that other load disturbs
+   it little); and the weight checksum of the model.
 
 Figures depend on the machine and on other load: the docs record them with the machine they came from.
 """
@@ -71,7 +73,9 @@ def bench_generation(assets: Path) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from verl_ext.cpu.generation import SamplingRequest, generate_batch_with_log_probs
+    from verl_ext.cpu.generation import SamplingRequest, generate_batch_with_log_probs, prompt_width
+    from verl_ext.cpu.profile import DEFAULTS
+    from verl_ext.cpu.rollout_server import DEFAULT_MAX_BATCH_SIZE
     from verl_ext.cpu.weight_checksum import weight_checksum
 
     torch.set_num_threads(1)
@@ -80,29 +84,32 @@ def bench_generation(assets: Path) -> dict:
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "count 3"}], add_generation_prompt=True, tokenize=True)[
         "input_ids"
     ]
+    width = prompt_width(len(prompt), DEFAULTS["max_prompt_length"])
     figures = {}
     eos = [tokenizer.eos_token_id, tokenizer.pad_token_id]
 
-    def generate(batch: list[SamplingRequest]):
-        return generate_batch_with_log_probs(model, [prompt] * len(batch), batch, eos_token_ids=eos, pad_token_id=tokenizer.pad_token_id)
+    def generate(batch: list[SamplingRequest], rows: int = DEFAULT_MAX_BATCH_SIZE):
+        return generate_batch_with_log_probs(
+            model, [prompt] * len(batch), batch, eos_token_ids=eos, pad_token_id=tokenizer.pad_token_id, rows=rows,
+            width=width,
+        )
+
+    def measure(name: str, work, repeats: int) -> None:
+        times, tokens = [], []
+        for _ in range(repeats):
+            start = time.process_time()
+            results = work()
+            times.append(time.process_time() - start)
+            tokens.append(sum(len(result.token_ids) for result in results))
+        figures[f"{name}_cpu_seconds"] = min(times)
+        figures[f"{name}_tokens_per_cpu_second"] = statistics.mean(tokens) / min(times)
 
     requests = [SamplingRequest(max_new_tokens=12, seed=seed) for seed in range(32)]
     for batch in (1, 8, 32):
-        times, tokens = [], []
-        for _ in range(7):
-            start = time.process_time()
-            results = generate(requests[:batch])
-            times.append(time.process_time() - start)
-            tokens.append(sum(len(result.token_ids) for result in results))
-        figures[f"batch_{batch}_cpu_seconds"] = min(times)
-        figures[f"batch_{batch}_tokens_per_cpu_second"] = statistics.mean(tokens) / min(times)
-    times = []
-    for _ in range(3):
-        start = time.process_time()
-        results = [generate([request])[0] for request in requests]
-        times.append(time.process_time() - start)
-    figures["alone_32_cpu_seconds"] = min(times)
-    figures["alone_32_tokens_per_cpu_second"] = sum(len(result.token_ids) for result in results) / min(times)
+        measure(f"batch_{batch}", lambda: generate(requests[:batch]), 7)
+    measure("alone_32", lambda: [generate([request])[0] for request in requests], 3)
+    measure("one_row_1", lambda: generate(requests[:1], rows=1), 7)
+    measure("one_row_alone_32", lambda: [generate([request], rows=1)[0] for request in requests], 3)
     start = time.process_time()
     weight_checksum(model.named_parameters())
     figures["checksum_cpu_seconds"] = time.process_time() - start
@@ -144,8 +151,9 @@ def main() -> int:
 
 def headline_figures(figures: dict) -> dict[str, str]:
     headline = {
-        "generation, 32 requests: tokens per CPU second": f"{figures['generation']['batch_32_tokens_per_cpu_second']:,.0f}",
-        "generation, 32 requests one at a time (default): tokens per CPU second": f"{figures['generation']['alone_32_tokens_per_cpu_second']:,.0f}",
+        "generation, 32 requests in one batch (default): tokens per CPU second": f"{figures['generation']['batch_32_tokens_per_cpu_second']:,.0f}",
+        "generation, 32 requests one at a time in 32 rows: tokens per CPU second": f"{figures['generation']['alone_32_tokens_per_cpu_second']:,.0f}",
+        "generation, 32 requests one at a time in one row (previous default): tokens per CPU second": f"{figures['generation']['one_row_alone_32_tokens_per_cpu_second']:,.0f}",
     }
     quickstart = figures.get("quickstart")
     if quickstart:

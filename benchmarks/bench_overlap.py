@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
+from headline import load_average, print_headline, print_report  # benchmarks/headline.py (this script's folder is on sys.path)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -220,15 +220,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-sync", action="store_true", help="leave out verl's sync mode run")
     args = parser.parse_args(argv)
     grid = parse_grid(args.grid)
-    load_start = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    load_start = load_average()
     with tempfile.TemporaryDirectory(prefix="bench_overlap_") as scratch:
         results = bench_cpu(grid, args.steps, Path(scratch), with_sync=not args.skip_sync)
     summary = summarise(results)
-    load_end = ", ".join(f"{value:.1f}" for value in os.getloadavg())
-    print(json.dumps({"summary": summary}, indent=2))
-    print(f"{os.cpu_count()} CPUs; load average at start {load_start}, at end {load_end}")
-    if args.json:
-        args.json.write_text(json.dumps({"runs": results, "summary": summary, "load": [load_start, load_end]}, indent=2) + "\n")
+    print_report(summary, {"runs": results}, load_start, args.json)
     print_headline(headline_figures(summary, results.get(SYNC)))
     return 0
 

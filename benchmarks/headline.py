@@ -24,3 +24,21 @@ def parse_headline(line: str) -> Optional[dict[str, str]]:
     if not isinstance(figures, dict):
         raise ValueError(f"a HEADLINE line must hold a JSON object, got {line!r}")
     return {str(key): str(value) for key, value in figures.items()}
+
+
+def load_average() -> str:
+    """The machine's load averages (1, 5, 15 min), as the reports print them."""
+    import os
+
+    return ", ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+def print_report(summary: dict, record: dict, load_start: str, json_path=None) -> None:
+    """Print ``summary`` and the load at start and now; write ``record`` with both loads to ``json_path`` if given."""
+    import os
+
+    load_end = load_average()
+    print(json.dumps({"summary": summary}, indent=2))
+    print(f"{os.cpu_count()} CPUs; load average at start {load_start}, at end {load_end}")
+    if json_path:
+        json_path.write_text(json.dumps({**record, "summary": summary, "load": [load_start, load_end]}, indent=2) + "\n")

@@ -8,11 +8,13 @@ from hypothesis import strategies as st
 from verl_ext.cpu.generation import (
     SamplingRequest,
     generate_batch_with_log_probs,
+    prompt_width,
     sampling_request_from_params,
 )
 from verl_ext.cpu.weight_checksum import weight_checksum
 
 BUDGET = dict(configured_prompt_length=16, configured_response_length=12, max_model_len=128)
+SHAPE = dict(rows=4, width=17)  # a batch of 4 rows, prompts (11 tokens here) padded to 17
 
 
 def test_token_budget_follows_verls_vllm_server():
@@ -59,8 +61,9 @@ def test_batch_cuts_each_response_at_its_budget_and_eos(tiny_model):
     eos = [tokenizer.eos_token_id, tokenizer.pad_token_id]
     results = generate_batch_with_log_probs(
         model, prompts, [SamplingRequest(max_new_tokens=3, seed=0), SamplingRequest(max_new_tokens=12, seed=1)],
-        eos_token_ids=eos, pad_token_id=tokenizer.pad_token_id,
+        eos_token_ids=eos, pad_token_id=tokenizer.pad_token_id, **SHAPE,
     )
+    assert len(results) == 2  # the inert rows that fill the batch are not results
     assert len(results[0].token_ids) <= 3
     for result in results:
         assert len(result.log_probs) == len(result.token_ids)
@@ -73,7 +76,8 @@ def test_greedy_takes_the_argmax_and_reports_untempered_log_probs(tiny_model):
     model, tokenizer, prompts = tiny_model
     request = SamplingRequest(max_new_tokens=4, temperature=0.0)
     (result,) = generate_batch_with_log_probs(
-        model, prompts[:1], [request], eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id
+        model, prompts[:1], [request], eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
+        **SHAPE,
     )
     with torch.no_grad():
         logits = model(torch.tensor([prompts[0] + result.token_ids])).logits[0, len(prompts[0]) - 1 : -1]
@@ -87,8 +91,23 @@ def test_a_batch_must_share_its_sampling_parameters(tiny_model):
     with pytest.raises(ValueError, match="share"):
         generate_batch_with_log_probs(
             model, prompts, [SamplingRequest(4, temperature=1.0, seed=0), SamplingRequest(4, temperature=0.5, seed=1)],
-            eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
+            eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id, **SHAPE,
         )
+
+
+def test_a_batch_has_a_fixed_shape(tiny_model):
+    """The width of a prompt depends on its own length only (always one pad column at least); a batch
+    takes no more prompts than its rows, and no prompt wider than its width."""
+    assert [prompt_width(n, 16) for n in (0, 1, 11, 15, 16, 17, 32, 33)] == [17, 17, 17, 17, 17, 33, 33, 49]
+    with pytest.raises(ValueError, match="prompt length"):
+        prompt_width(3, 0)
+    model, tokenizer, prompts = tiny_model
+    common = dict(eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id)
+    requests = [SamplingRequest(4, seed=0), SamplingRequest(4, seed=1)]
+    with pytest.raises(ValueError, match="2 prompts do not fit a batch of 1 rows"):
+        generate_batch_with_log_probs(model, prompts, requests, rows=1, width=17, **common)
+    with pytest.raises(ValueError, match="prompt of 11 tokens does not fit the batch width of 10"):
+        generate_batch_with_log_probs(model, prompts, requests, rows=2, width=10, **common)
 
 
 tensors = st.lists(st.floats(-1e3, 1e3, allow_nan=False, width=32), min_size=1, max_size=6)

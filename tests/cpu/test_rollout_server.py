@@ -10,9 +10,11 @@ import pytest
 import torch
 
 from verl_ext.rollout_events import read_rollout_events
-from verl_ext.cpu.rollout_server import CPURolloutServer, RolloutWeightsUnavailable
+from verl_ext.checks.values import ConfigError
+from verl_ext.cpu.rollout_server import CPURolloutServer, RolloutWeightsUnavailable, check_engine_options
 from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest, weight_checksum
 
+PROMPT_LENGTH = 16  # the rollout config's prompt_length (make_server)
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
 
 
@@ -24,7 +26,7 @@ def make_server(tiny_assets, tmp_path, free_cache_engine=True, mode="hybrid"):
         name="cpu",
         tensor_model_parallel_size=1,
         dtype="float32",
-        prompt_length=16,
+        prompt_length=PROMPT_LENGTH,
         response_length=12,
         free_cache_engine=free_cache_engine,
         engine_kwargs={"cpu": {"event_log": str(tmp_path / "events.jsonl"), "batch_wait_seconds": 0.0}},
@@ -186,3 +188,21 @@ def test_event_log_lines_are_json(tiny_assets, tmp_path):
     make_server(tiny_assets, tmp_path)
     lines = (tmp_path / "events.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["event"] == "initialized"
+
+
+def test_server_options_are_checked_naming_the_key():
+    check_engine_options({"event_log": "/tmp/x.jsonl", "attn_implementation": "eager", "max_batch_size": 4,
+                          "batch_wait_seconds": 0})
+    key = "actor_rollout_ref.rollout.engine_kwargs.cpu"
+    for options, message in (
+        ({"max_batch_size": 0}, f"{key}.max_batch_size=0 is invalid: allowed values are an integer >= 1"),
+        ({"max_batch_size": 2.5}, f"{key}.max_batch_size=2.5 is invalid"),
+        ({"max_batch_size": True}, f"{key}.max_batch_size=True is invalid"),
+        ({"batch_wait_seconds": -1}, f"{key}.batch_wait_seconds=-1 is invalid"),
+        ({"batch_wait_seconds": float("nan")}, f"{key}.batch_wait_seconds=nan is invalid"),
+        ({"attn_implementation": "flash_attention_2"}, f"{key}.attn_implementation='flash_attention_2' is invalid"),
+        ({"batch_size": 8}, f"{key}.batch_size=8 is invalid: allowed values are one of the options event_log"),
+    ):
+        with pytest.raises(ConfigError) as error:
+            check_engine_options(options)
+        assert message in str(error.value)

@@ -154,6 +154,15 @@ def test_what_cannot_run_is_refused_in_the_driver_naming_the_key(tiny_assets, tm
             check()
 
 
+def test_the_cpu_rollouts_options_are_checked_in_the_driver(tiny_assets, tmp_path):
+    """Its server would fail (or, at max_batch_size=0, spin on empty batches) inside Ray."""
+    key = "actor_rollout_ref.rollout.engine_kwargs.cpu"
+    check_run_config(composed(tmp_path, tiny_assets, f"+{key}.max_batch_size=8"))
+    for option, message in (("max_batch_size=0", "an integer >= 1"), ("max_batch=8", "one of the options")):
+        with pytest.raises(ConfigError, match=rf"{key.replace('.', '[.]')}[.]{option} is invalid: .*{message}"):
+            check_run_config(composed(tmp_path, tiny_assets, f"+{key}.{option}"))
+
+
 def test_a_gpu_run_is_not_held_to_the_cpu_rules():
     """The topology checks of a CPU run read trainer.device=cpu; the rollout rule reads rollout.name=cpu."""
     config = OmegaConf.create({

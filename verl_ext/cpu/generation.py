@@ -20,16 +20,31 @@ uniform of that generator:
 (greedy, ``tau = 0``: ``y_t = argmax z'``, first index on ties). A request's tokens therefore depend on
 its prompt, its seed and the logits, never on which requests arrive before it or share its batch.
 
-Batching. Requests sharing their sampling parameters may be generated together in one left-padded
-``generate()`` call, but a batched forward pass does not give a row the bits it gets alone: left padding
-and the batch size change the float32 reduction order (on the tiny model: log-probs differ by up to ~5e-7,
-``tests/cpu/test_seeded_sampling.py`` measures it). The sampled token flips only when the uniform falls
-between a CDF boundary and where the perturbation moved it (a probability of at most the sum of those
-moves: at most ~2e-5 per token on the tiny model's 45 tokens, usually far less), but
-the reported log-probs differ in their last bits every time, and verl trains on them (pi_old in bypass
-mode): a run would not reproduce its numbers bit for bit. So the server generates each request alone
-by default (``max_batch_size=1``, :mod:`verl_ext.cpu.rollout_server`), which is exact; a larger batch is
-faster and reproducible only up to float rounding.
+Batching, bit for bit. Requests sharing their sampling parameters are generated together, and a
+request's tokens and log-probs are the same bits whatever shares its batch. What moves a row's bits is
+the *shape* of the forward pass, not its neighbours' values (measured on the tiny model, torch 2.11's MKL
+on AVX-512): a linear layer's row comes out of another GEMM kernel depending on the number of rows M (a
+decode step, M = the batch size, gives one result for M = 3..9, another for M >= 12, others for M = 1
+and 2); the padding in front of a prompt changes the attention's reduction (up to 2e-7 in a logit from
+one more pad column); and with several threads MKL splits M over them, so the kernel a row meets depends
+on the thread count and the row (3 threads: other bits at M = 1, and at row 21 of 32, the last of the
+second thread's share). So every forward pass has one fixed shape and runs on one thread
+(:func:`generate_batch_with_log_probs`):
+
+- ``rows`` rows: the batch is filled up with inert rows (one pad token, ended at once);
+- prompts left-padded to ``width`` tokens, a function of the prompt's own length only
+  (:func:`prompt_width`: a multiple of the configured prompt length, plus one pad column, so that every
+  batch is padded and transformers never drops the attention mask for an unpadded one, which would switch
+  SDPA to its ``is_causal`` path);
+- one intra-op thread (:data:`GENERATION_THREADS`; a Ray actor has one already, ``OMP_NUM_THREADS=1``).
+
+Then a row's arithmetic depends on its own tokens only (``tests/cpu/test_seeded_sampling.py``: rows at
+random positions and at the rows where a thread split falls, beside prompts of other lengths, seeds and
+budgets, under 1 to 3 caller threads, equal to the request alone, bit for bit). What fixes the bits is
+(prompt, seed, weights, ``rows``, the configured prompt length) and the machine's kernels; the rollout
+server's ``max_batch_size`` is ``rows``. The inert rows cost little, the tiny model's forward pass being
+overhead-bound (``benchmarks/bench_cpu_backend.py``, CPU time): one request in 32 rows 37 ms, in one row
+23 ms; 32 requests in one batch 51 ms, one at a time in one row each 0.66 s.
 
 The number of new tokens follows vLLM's rule in verl's vLLM server: ``max_tokens`` from the request if
 given, else ``min(response_length, prompt_length + response_length - len(prompt))``, clamped to
@@ -38,8 +53,9 @@ given, else ``min(response_length, prompt_length + response_length - len(prompt)
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel
@@ -80,6 +96,7 @@ NEUTRAL_VALUES_OF_UNSUPPORTED_KEYS = {
     "stop_token_ids": (None, [], ()),
 }
 MAX_SEED = 2**63 - 1  # what torch.Generator.manual_seed takes without wrapping (vLLM's seed is an int too)
+GENERATION_THREADS = 1  # intra-op threads of every generation forward pass (the bits depend on it, see above)
 
 
 def sampling_request_from_params(
@@ -200,21 +217,28 @@ class PerRequestSampler(LogitsProcessor):
     ``generate()`` (run greedy) scores whose only finite entry is that token.
 
     ``prompt_starts[row]``: where the row's prompt begins in the left-padded ``input_ids`` (the
-    repetition penalty sees the prompt and the response so far, never the padding).
+    repetition penalty sees the prompt and the response so far, never the padding). Rows past the
+    requests are inert (they fill the batch to its fixed shape): they end at once with ``end_token``.
     """
 
     def __init__(
-        self, requests: Sequence[SamplingRequest], generators: Sequence[torch.Generator], prompt_starts: Sequence[int]
+        self,
+        requests: Sequence[SamplingRequest],
+        generators: Sequence[torch.Generator],
+        prompt_starts: Sequence[int],
+        end_token: int,
     ):
         self.requests = list(requests)
         self.generators = list(generators)
         self.prompt_starts = list(prompt_starts)
+        self.end_token = end_token
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         chosen = torch.full_like(scores, float("-inf"))
         for row, (request, generator, start) in enumerate(zip(self.requests, self.generators, self.prompt_starts)):
             token = next_token(scores[row], input_ids[row, start:], request, generator)
             chosen[row, token] = 0.0
+        chosen[len(self.requests) :, self.end_token] = 0.0
         return chosen
 
 
@@ -227,6 +251,26 @@ def request_generator(request: SamplingRequest) -> torch.Generator:
     return torch.Generator().manual_seed(request.seed)
 
 
+def prompt_width(prompt_tokens: int, prompt_length: int) -> int:
+    """The width a prompt of ``prompt_tokens`` tokens is left-padded to: the smallest multiple of the
+    configured ``prompt_length`` that holds it, plus one pad column (see the module docstring). A function
+    of the prompt's own length only, so its neighbours never change it."""
+    if prompt_length < 1:
+        raise ValueError(f"the configured prompt length must be at least 1, got {prompt_length}")
+    return -(-max(prompt_tokens, 1) // prompt_length) * prompt_length + 1
+
+
+@contextmanager
+def intra_op_threads(count: int) -> Iterator[None]:
+    """Run torch's intra-op work of the block on ``count`` threads (the previous count is restored)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 @torch.no_grad()
 def generate_batch_with_log_probs(
     model: PreTrainedModel,
@@ -235,25 +279,35 @@ def generate_batch_with_log_probs(
     *,
     eos_token_ids: list[int],
     pad_token_id: int,
+    rows: int,
+    width: int,
 ) -> list[GenerationResult]:
-    """Generate one response per prompt in a single left-padded ``model.generate`` call.
+    """Generate one response per prompt in a single ``model.generate`` call of a fixed shape: ``rows``
+    rows (inert rows fill what the prompts leave), every prompt left-padded to ``width`` tokens, on
+    :data:`GENERATION_THREADS` threads. A request's tokens and log-probs depend on its prompt, its seed,
+    the weights, ``rows`` and ``width``, not on the other prompts (see the module docstring).
 
     All requests must share :func:`sampling_key`, and sampled ones carry a seed; each response is cut at its own
-    ``max_new_tokens`` and after its first end-of-sequence token. A row generated in a batch of one is
-    exactly what that request gives alone; in a larger batch its logits move by float rounding (see the
-    module docstring).
+    ``max_new_tokens`` and after its first end-of-sequence token.
     """
     if not prompts or len(prompts) != len(requests):
         raise ValueError(f"need one request per prompt, got {len(prompts)} prompts and {len(requests)} requests")
+    if len(prompts) > rows:
+        raise ValueError(f"{len(prompts)} prompts do not fit a batch of {rows} rows")
+    longest = max(len(prompt) for prompt in prompts)
+    if longest > width:
+        raise ValueError(f"a prompt of {longest} tokens does not fit the batch width of {width}")
     keys = {sampling_key(request) for request in requests}
     if len(keys) != 1:
         raise ValueError(f"a batch must share its sampling parameters, got {sorted(keys)}")
-    first = requests[0]
-    width = max(len(prompt) for prompt in prompts)
-    input_ids = torch.tensor([[pad_token_id] * (width - len(p)) + list(p) for p in prompts], dtype=torch.long)
-    attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long)
+    filled = [list(prompt) for prompt in prompts] + [[pad_token_id]] * (rows - len(prompts))
+    input_ids = torch.tensor([[pad_token_id] * (width - len(p)) + p for p in filled], dtype=torch.long)
+    attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in filled], dtype=torch.long)
     sampler = PerRequestSampler(
-        requests, [request_generator(request) for request in requests], [width - len(p) for p in prompts]
+        requests,
+        [request_generator(request) for request in requests],
+        [width - len(p) for p in prompts],
+        end_token=eos_token_ids[0],
     )
     generation_config = GenerationConfig(
         do_sample=False,  # the token is chosen by PerRequestSampler; generate() takes its only finite score
@@ -263,15 +317,21 @@ def generate_batch_with_log_probs(
         output_logits=True,
         return_dict_in_generate=True,
     )
-    output = model.generate(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        generation_config=generation_config,
-        logits_processor=LogitsProcessorList([sampler]),
-    )
+    with intra_op_threads(GENERATION_THREADS):
+        output = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            generation_config=generation_config,
+            logits_processor=LogitsProcessorList([sampler]),
+        )
+        return _results(output, requests, width, eos_token_ids)
+
+
+def _results(output: Any, requests: list[SamplingRequest], width: int, eos_token_ids: list[int]) -> list[GenerationResult]:
+    """Each request's tokens (cut at its budget and first end-of-sequence token) and their log-probs."""
     new_tokens = output.sequences[:, width:]
     logits = torch.stack(output.logits, dim=1).float()
-    scale = 1.0 if first.greedy else first.temperature
+    scale = 1.0 if requests[0].greedy else requests[0].temperature
     results = []
     for row, request in enumerate(requests):
         token_ids = new_tokens[row, : request.max_new_tokens].tolist()

@@ -18,14 +18,16 @@ same rules, so trainer code that would be wrong with vLLM is wrong here too:
   log (:mod:`verl_ext.rollout_events`), and each response carries ``extra_fields["global_steps"]``
   (read by verl's staleness metrics) and ``extra_fields["weight_checksum"]``.
 
-Server options come from ``actor_rollout_ref.rollout.engine_kwargs.cpu``: ``event_log`` (path of the JSONL
-event log; default: the ``VERL_EXT_CPU_ROLLOUT_EVENTS`` environment variable, else none) and
-``attn_implementation`` (default ``sdpa``), ``max_batch_size`` (default 1: each request is generated alone,
-which makes its tokens and log-probs exactly reproducible; larger: concurrent requests sharing their
-sampling parameters are generated in one batched call, faster but exact only up to float rounding, see
-:mod:`verl_ext.cpu.generation`) and ``batch_wait_seconds`` (default 0.01: how long the first request of a
-batch waits for others). Only one rank per replica is supported
-(``tensor_model_parallel_size = data_parallel_size = pipeline_model_parallel_size = 1``).
+Server options come from ``actor_rollout_ref.rollout.engine_kwargs.cpu`` (checked by
+:func:`check_engine_options`, in the driver before Ray too): ``event_log`` (path of the JSONL event log;
+default: the ``VERL_EXT_CPU_ROLLOUT_EVENTS`` environment variable, else none), ``attn_implementation``
+(default ``sdpa``), ``max_batch_size`` (default 32: concurrent requests sharing their sampling parameters
+and their prompt width are generated together, up to this many; every batch is filled up to exactly this
+many rows, so that a request's tokens and log-probs are the same bits whatever shares its batch, see
+:mod:`verl_ext.cpu.generation` -- changing it changes the bits, as a dtype would) and
+``batch_wait_seconds`` (default 0.01: how long the first request of a batch waits for others). Only one
+rank per replica is supported (``tensor_model_parallel_size = data_parallel_size =
+pipeline_model_parallel_size = 1``).
 
 Sampling seeds: a request's ``sampling_params["seed"]`` (verl-ext's seeded agent loop sends one per
 response, :mod:`verl_ext.seeded_agent_loop`) seeds that request's own generator, so what it samples does
@@ -44,10 +46,12 @@ from typing import Any, Optional
 
 import torch
 
+from verl_ext.checks.values import is_finite_number, is_int, reject
 from verl_ext.cpu.generation import (
     GenerationResult,
     SamplingRequest,
     generate_batch_with_log_probs,
+    prompt_width,
     sampling_key,
     sampling_request_from_params,
 )
@@ -70,7 +74,7 @@ INCOMPLETE = "incomplete"  # a push failed part-way: a mix of two versions, unus
 USABLE_WEIGHTS = (CHECKPOINT, PUSHED)
 
 
-DEFAULT_MAX_BATCH_SIZE = 1  # requests generated together in one left-padded generate() call (1: exact)
+DEFAULT_MAX_BATCH_SIZE = 32  # rows of every generate() call: requests generated together, inert rows fill the rest
 DEFAULT_BATCH_WAIT_SECONDS = 0.01  # how long the first queued request waits for others to join its batch
 
 
@@ -85,6 +89,7 @@ class PendingRequest:
     request_id: str
     prompt_ids: list[int]
     request: SamplingRequest
+    width: int  # the prompt's padded width (generation.prompt_width): requests of one batch share it
     result: "asyncio.Future[tuple[GenerationResult, Optional[str], Optional[int]]]"
 
 
@@ -93,6 +98,25 @@ def engine_options(rollout_config: Any) -> dict[str, Any]:
     engine_kwargs = getattr(rollout_config, "engine_kwargs", None) or {}
     options = engine_kwargs.get(ENGINE_KWARGS_KEY) or {}
     return dict(options)
+
+
+OPTIONS_KEY = f"actor_rollout_ref.rollout.engine_kwargs.{ENGINE_KWARGS_KEY}"
+OPTION_NAMES = ("event_log", "attn_implementation", "max_batch_size", "batch_wait_seconds")
+ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
+
+
+def check_engine_options(options: dict[str, Any]) -> None:
+    """Refuse an unknown option or a value the server cannot use, naming the key and what it accepts."""
+    for name, value in options.items():
+        key = f"{OPTIONS_KEY}.{name}"
+        if name not in OPTION_NAMES:
+            reject(key, value, f"one of the options {', '.join(OPTION_NAMES)} (no other option exists)")
+        if name == "attn_implementation" and value not in ATTENTION_IMPLEMENTATIONS:
+            reject(key, value, " or ".join(ATTENTION_IMPLEMENTATIONS))
+        if name == "max_batch_size" and not (is_int(value) and value >= 1):
+            reject(key, value, "an integer >= 1", "Every generate() call has exactly this many rows.")
+        if name == "batch_wait_seconds" and not (is_finite_number(value) and value >= 0):
+            reject(key, value, "a number of seconds >= 0")
 
 
 def sleep_level(rollout_mode_value: str) -> int:
@@ -116,6 +140,7 @@ class CPURolloutServer:
         self.replica_rank = replica_rank
         self.node_rank = node_rank
         self.options = engine_options(self.config)
+        check_engine_options(self.options)
 
         log_path = self.options.get("event_log") or os.environ.get(EVENT_LOG_ENV)
         self.events = RolloutEventLog(log_path, replica_rank=replica_rank)
@@ -238,7 +263,8 @@ class CPURolloutServer:
         )
         if request.seed is None:
             request = replace(request, seed=self._seed_for_unseeded_request())
-        pending = PendingRequest(request_id, prompt_ids, request, asyncio.get_running_loop().create_future())
+        width = prompt_width(len(prompt_ids), int(self.config.prompt_length))
+        pending = PendingRequest(request_id, prompt_ids, request, width, asyncio.get_running_loop().create_future())
         self._pending.append(pending)
         if self._batcher is None or self._batcher.done():
             self._batcher = asyncio.create_task(self._generate_pending())
@@ -259,11 +285,12 @@ class CPURolloutServer:
         return seed
 
     async def _generate_pending(self) -> None:
-        """Generate queued requests in batches of equal sampling parameters until the queue is empty."""
+        """Generate queued requests in batches of equal sampling parameters and prompt width, in arrival
+        order, until the queue is empty."""
         await asyncio.sleep(self.batch_wait_seconds)
         while self._pending:
-            key = sampling_key(self._pending[0].request)
-            batch = [pending for pending in self._pending if sampling_key(pending.request) == key]
+            key = _batch_key(self._pending[0])
+            batch = [pending for pending in self._pending if _batch_key(pending) == key]
             batch = batch[: self.max_batch_size]
             for pending in batch:
                 self._pending.remove(pending)
@@ -277,6 +304,8 @@ class CPURolloutServer:
                         [pending.request for pending in batch],
                         eos_token_ids=self.eos_token_ids,
                         pad_token_id=self.pad_token_id,
+                        rows=self.max_batch_size,
+                        width=batch[0].width,
                     )
                 except Exception as error:  # noqa: BLE001 -- handed to every waiting request
                     for pending in batch:
@@ -448,6 +477,11 @@ class CPURolloutServer:
 
     async def stop_profile(self):
         return None
+
+
+def _batch_key(pending: PendingRequest) -> tuple:
+    """Requests with equal keys can share a batch."""
+    return (sampling_key(pending.request), pending.width)
 
 
 def _ray_node_id() -> Optional[str]:

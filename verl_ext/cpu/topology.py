@@ -241,7 +241,8 @@ def is_cpu_run(config: Any) -> bool:
 
 
 def check_cpu_rollout_parallelism(config: Any) -> None:
-    """The CPU rollout runs one process per replica: tensor, data and pipeline parallel sizes must be 1."""
+    """The CPU rollout runs one process per replica: tensor, data and pipeline parallel sizes must be 1; its
+    options (``rollout.engine_kwargs.cpu``) are ones it has, with values it can use."""
     if _select(config, "actor_rollout_ref.rollout.name") != "cpu":
         return
     for key in ROLLOUT_PARALLEL_SIZES:
@@ -255,6 +256,13 @@ def check_cpu_rollout_parallelism(config: Any) -> None:
                 "shard a model over ranks; with one replica per trainer rank, trainer.n_gpus_per_node x "
                 "trainer.nnodes already gives several replicas.",
             )
+    options = _select(config, "actor_rollout_ref.rollout.engine_kwargs.cpu")
+    if options:
+        from omegaconf import OmegaConf
+
+        from verl_ext.cpu.rollout_server import check_engine_options  # torch and transformers, no verl
+
+        check_engine_options(OmegaConf.to_container(options, resolve=True) if OmegaConf.is_config(options) else dict(options))
 
 
 def check_memory(topology: Topology, total_bytes: int | None = None) -> None:

@@ -1,0 +1,136 @@
+"""Benchmark: this checkout against an earlier commit, on the same machine, runs interleaved (A B A B): the CPU
+quickstart's ``delayed_sync`` (1, 1) run without and with ``overlap``, per commit.
+
+    flock /tmp/verl-ext-heavy.lock python benchmarks/bench_against_commit.py [--commit daa8d72] [--repeats 2]
+        [--steps 12] [--json FILE]
+
+The earlier commit is checked out in a temporary git worktree (removed at the end) and run in this same Python
+environment with ``PYTHONPATH`` pointing at it (Ray's workers inherit it), each tree on tiny assets built by its
+own code. Every run is ``python -m verl_ext.cpu.quickstart --steps S --quiet -- OVERRIDES`` with the overrides
+of the run that found the rollout twice as slow (:data:`RUN_OVERRIDES`; ``overlap=true`` for the overlap runs).
+Order: for each repeat, no overlap (earlier commit, this checkout), then overlap (earlier, this), so the load
+of the shared machine falls on both sides alike.
+
+Figures per run, means over steps 3 to S (steps 1 and 2 pay start-up costs): ``timing_s/step``,
+``timing_s/gen``, ``timing_s/old_log_prob``, ``timing_s/update_actor``; per commit the medians over the
+repeats, and overlap's speed-up: median s/step without overlap / median s/step with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from headline import load_average, print_headline, print_report  # benchmarks/headline.py (this script's folder is on sys.path)
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from verl_ext import metric_names  # noqa: E402 -- after the checkout is on sys.path
+from verl_ext.metrics_file import read_metrics_file  # noqa: E402
+
+DEFAULT_COMMIT = "daa8d72"  # the last commit whose CPU rollout generated in batches (not bit for bit)
+RUN_OVERRIDES = (
+    "trainer.v1.trainer_mode=delayed_sync",
+    "trainer.v1.delayed_sync.sync_interval=1",
+    "trainer.v1.delayed_sync.sync_offset=1",
+    "actor_rollout_ref.rollout.free_cache_engine=false",
+)
+FIRST_STEP = 3  # the first step averaged
+PHASES = ("step", "gen", "old_log_prob", "update_actor")
+THIS = "this checkout"
+
+
+def run_figures(steps: list[dict], first_step: int = FIRST_STEP) -> dict[str, float]:
+    """Mean ``timing_s/<phase>`` over the logged steps from ``first_step`` on, for each of :data:`PHASES`."""
+    steady = [record for record in steps if record["step"] >= first_step and metric_names.STEP_SECONDS in record]
+    if not steady:
+        raise ValueError(f"no step from {first_step} on was logged ({len(steps)} steps): run more steps")
+    return {phase: statistics.mean(record[metric_names.timing(phase)] for record in steady) for phase in PHASES}
+
+
+def quickstart(tree: Path, out: Path, assets: Path, steps: int, overlap: bool) -> dict:
+    """One quickstart run with the code of ``tree``; its figures, wall time and the load when it started."""
+    overrides = (*RUN_OVERRIDES, f"trainer.v1.delayed_sync.overlap={str(overlap).lower()}")
+    command = [sys.executable, "-m", "verl_ext.cpu.quickstart", "--steps", str(steps), "--quiet",
+               "--out", str(out), "--assets", str(assets), "--", *overrides]
+    load = os.getloadavg()[0]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    result = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{shlex.join(command)} (in {tree}) failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    summary = json.loads((out / "summary.json").read_text())
+    figures = run_figures(read_metrics_file(summary["metrics_path"]).steps)
+    return {**figures, "wall_seconds": summary["wall_seconds"], "load_average_at_start": load}
+
+
+def summarise(runs: list[dict]) -> dict[str, dict]:
+    """Per commit: the median of each figure without and with overlap, and overlap's speed-up."""
+    summary = {}
+    for side in dict.fromkeys(run["side"] for run in runs):
+        row = {}
+        for overlap in (False, True):
+            mine = [run for run in runs if run["side"] == side and run["overlap"] == overlap]
+            key = "overlap" if overlap else "no_overlap"
+            row[key] = {phase: statistics.median(run[phase] for run in mine) for phase in PHASES}
+            row[key]["repeats"] = len(mine)
+        row["overlap_speed_up"] = row["no_overlap"]["step"] / row["overlap"]["step"]
+        summary[side] = row
+    return summary
+
+
+def headline_figures(summary: dict[str, dict], commit: str) -> dict[str, str]:
+    old, new = summary[commit], summary[THIS]
+    return {
+        f"timing_s/gen, (1,1) no overlap: {commit} -> this": f"{old['no_overlap']['gen']:.2f} -> {new['no_overlap']['gen']:.2f} s",
+        f"s/step no overlap: {commit} -> this": f"{old['no_overlap']['step']:.2f} -> {new['no_overlap']['step']:.2f}",
+        f"s/step overlap: {commit} -> this": f"{old['overlap']['step']:.2f} -> {new['overlap']['step']:.2f}",
+        f"overlap speed-up at (1,1): {commit} -> this": f"x{old['overlap_speed_up']:.2f} -> x{new['overlap_speed_up']:.2f}",
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--commit", default=DEFAULT_COMMIT, help=f"the earlier commit (default {DEFAULT_COMMIT})")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per commit and overlap setting (default 2)")
+    parser.add_argument("--steps", type=int, default=12, help="training steps per run (default 12)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or args.steps < FIRST_STEP:
+        parser.error(f"--repeats must be >= 1 and --steps >= {FIRST_STEP}")
+    load_start = load_average()
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="bench_against_commit_") as scratch:
+        scratch = Path(scratch)
+        old_tree = scratch / "tree"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(old_tree), args.commit],
+                       check=True, capture_output=True, text=True)
+        try:
+            trees = {args.commit: old_tree, THIS: REPO}
+            for repeat in range(args.repeats):
+                for overlap in (False, True):
+                    for side, tree in trees.items():
+                        label = f"{'old' if side == args.commit else 'new'}_{repeat}_{'overlap' if overlap else 'plain'}"
+                        figures = quickstart(tree, scratch / "runs" / label, scratch / f"assets_{label[:3]}",
+                                             args.steps, overlap)
+                        runs.append({"side": side, "overlap": overlap, "repeat": repeat, **figures})
+                        print(json.dumps(runs[-1]), flush=True)
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old_tree)],
+                           check=False, capture_output=True)
+    summary = summarise(runs)
+    print_report(summary, {"runs": runs}, load_start, args.json)
+    print_headline(headline_figures(summary, args.commit))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
