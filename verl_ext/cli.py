@@ -222,6 +222,8 @@ def doctor_checks():
 def doctor_main(argv) -> int:
     argparse.ArgumentParser(prog="verl-ext doctor", description="Check the installation.").parse_args(argv)
     console = Console(soft_wrap=True)  # a FAIL line stays one line, however long
+    console.print("[dim]verl-ext doctor: importing verl and its trainer, as every run does (the most of its time)[/]",
+                  highlight=False)
     failed = 0
     started = time.perf_counter()
     for check, ok, detail in doctor_checks():

@@ -1,7 +1,7 @@
 """Ctrl-C and SIGTERM to the ``verl-ext`` console script: exit status 130 and one line, never a traceback.
 
-The console script is ``sys.exit(verl_ext.cli.main())``; the child below is exactly that (it prints a line first, so
-that the signal comes once ``main`` runs, not while Python starts). ``verl-ext run`` in dry-run mode composes its run
+The console script is ``from verl_ext.cli import main; sys.exit(main())``; the child below is exactly that (it prints a
+line before calling ``main``, so that the signal comes once ``main`` runs, not while Python starts). ``verl-ext run`` in dry-run mode composes its run
 with Hydra, which imports verl: seconds in which the signal arrives. SIGTERM is sent once the command has installed
 its handler (``/proc/<pid>/status`` lists SIGTERM as caught), which it does around its runs, as a scheduler's
 SIGTERM would find it; outside that block SIGTERM ends the process the default way, with no traceback either.
@@ -17,7 +17,7 @@ import pytest
 
 from tests.run_scripts.scripts import REPO
 
-CONSOLE_SCRIPT = "import sys\nprint('started', flush=True)\nfrom verl_ext.cli import main\nsys.exit(main(sys.argv[1:]))"
+CONSOLE_SCRIPT = "import sys\nfrom verl_ext.cli import main\nprint('started', flush=True)\nsys.exit(main(sys.argv[1:]))"
 
 
 def catches(pid: int, signum: int) -> bool:
