@@ -152,12 +152,16 @@ def test_the_console_shows_verls_config_dump_as_one_line_and_the_log_keeps_every
     as it comes; the log file keeps all of it."""
     import json
 
-    dump = [  # as verl's pprint writes it: nested dicts, a value on a line of its own, strings holding brackets/quotes
+    dump = [  # as verl's pprint writes it: nested dicts, a value on a line of its own, strings holding brackets and
+        # quotes; and as Ray forwards it, a long line cut in pieces anywhere (before a comma, inside a string)
         "{'actor_rollout_ref': {'actor': {'_target_': 'verl.workers.config.FSDPActorConfig',",
         "                                 'checkpoint': {'save_contents': ['model',",
         "                                                                  'optimizer']},",
-        "                                 'clip_ratio': 0.2},",
-        "                       'model': {'path': \"/models/it's {tiny}\"}},",
+        "                                 'clip_ratio': 0.2",
+        ",",
+        "                                 'fsdp_size': -1},",
+        "                       'model': {'path': \"/models/it's {ti",
+        "ny}\"}},",
         " 'critic': ",
         "{'_target_': 'verl.workers.config.FSDPCriticConfig',",
         "            'ppo_epochs': 1},",
@@ -181,3 +185,19 @@ def test_the_console_shows_verls_config_dump_as_one_line_and_the_log_keeps_every
         "Training Progress:   0%|  | 0/2",
         runner + "step:1 - critic/score/mean:0.1",
     ]
+
+
+def test_a_config_dump_that_never_closes_is_left_out_for_a_bounded_number_of_lines(tmp_path, monkeypatch):
+    """A lost piece would leave the brackets open for ever: after MAX_DUMP_LINES lines the echo shows lines again."""
+    import io
+
+    from verl_ext.runs import monitor
+
+    monkeypatch.setattr(monitor, "MAX_DUMP_LINES", 3)
+    console = io.StringIO()
+    echo = monitor.ConsoleEcho(tmp_path / "log", console)
+    for line in ["(T pid=1) {'actor_rollout_ref': {'a': 1,", *[f"(T pid=1)  'k{i}': {i}," for i in range(3)],
+                 "(T pid=1) step:1 - x:1"]:
+        echo(line + "\n")
+    assert console.getvalue().splitlines() == [f"(T pid=1) [verl-ext] verl's composed config: in {tmp_path / 'log'}",
+                                               "(T pid=1) step:1 - x:1"]

@@ -220,58 +220,68 @@ def open_new_log(path: Path):
 
 RAY_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?P<process>[^()]*)\)(?:\x1b\[[0-9;]*m)? ")
 CONFIG_DUMP_START = "{'actor_rollout_ref'"  # verl's TaskRunner pprints the composed config, sorted: this key first
-PPRINT_CONTINUATION = (" ", "{", "[", "(", "'", '"')  # how a line of a pprint that is not its first may begin
+MAX_DUMP_LINES = 5000  # a dump whose brackets never close (a line lost) stops being left out after this many lines
 
 
-def _bracket_depth(text: str) -> int:
-    """Brackets ``text`` opens minus those it closes, outside quoted strings (a line of a ``pprint``)."""
-    depth, quote, escaped = 0, None, False
-    for character in text:
-        if quote:
-            if escaped:
-                escaped = False
-            elif character == "\\":
-                escaped = True
-            elif character == quote:
-                quote = None
-        elif character in "'\"":
-            quote = character
-        elif character in "{[(":
-            depth += 1
-        elif character in "}])":
-            depth -= 1
-    return depth
+class _PprintScanner:
+    """Follows the brackets of a ``pprint`` read piece by piece: :attr:`depth` is the brackets opened and not yet
+    closed, outside quoted strings. The state carries from one piece to the next, because Ray forwards a worker's
+    long output in pieces cut anywhere, inside a quoted string too (``'tensor_parallel_size': 1`` on one line, its
+    ``,`` on the next)."""
+
+    def __init__(self) -> None:
+        self.depth, self.quote, self.escaped = 0, None, False
+
+    def feed(self, text: str) -> int:
+        for character in text:
+            if self.quote:
+                if self.escaped:
+                    self.escaped = False
+                elif character == "\\":
+                    self.escaped = True
+                elif character == self.quote:
+                    self.quote = None
+            elif character in "'\"":
+                self.quote = character
+            elif character in "{[(":
+                self.depth += 1
+            elif character in "}])":
+                self.depth -= 1
+        return self.depth
 
 
 class ConsoleEcho:
     """The child's output as this process's stdout shows it (``run_and_measure(echo=True)``); the log keeps every line.
 
     verl's TaskRunner prints the whole composed config (``pprint``: about 1,000 lines on the CPU profile) before it
-    trains: the console shows one line saying where it is instead (the dump ends where its brackets close). A Ray
-    worker's empty lines (the carriage return before each of tqdm's progress bars becomes a line break in the pipe)
-    are left out. Every other line, of that process or another, is echoed as it comes."""
+    trains: the console shows one line saying where it is instead (the dump ends where its brackets close, however
+    Ray cut it into lines). A Ray worker's empty lines (the carriage return before each of tqdm's progress bars
+    becomes a line break in the pipe) are left out. Every other line, of that process or another, is echoed as it
+    comes."""
 
     def __init__(self, log_path: Path, stream=None):
         self.log_path = log_path
         self.stream = stream or sys.stdout
         self.dumping: Optional[str] = None  # the Ray process whose config dump is left out
-        self.depth = 0
+        self.scanner = _PprintScanner()
+        self.dump_lines = 0
 
     def __call__(self, line: str) -> None:
         prefix = RAY_PREFIX.match(line)
         process, payload = (prefix["process"], line[prefix.end():]) if prefix else ("", line)
         if self.dumping == process:
-            if payload.startswith(PPRINT_CONTINUATION):
-                self.depth += _bracket_depth(payload)
-                if self.depth <= 0:
+            self.dump_lines += 1
+            if self.dump_lines <= MAX_DUMP_LINES:
+                if self.scanner.feed(payload.rstrip("\n")) <= 0:
                     self.dumping = None
                 return
             self.dumping = None
         if prefix and not payload.strip():  # a Ray worker's "\r" before each progress bar: a line of its own here
             return
         if payload.startswith(CONFIG_DUMP_START):
-            self.depth = _bracket_depth(payload)
-            self.dumping = process if self.depth > 0 else None
+            self.scanner, self.dump_lines = _PprintScanner(), 0
+            if self.scanner.feed(payload.rstrip("\n")) > 0:
+                self.dumping = process
             line = f"{line[:prefix.end()] if prefix else ''}[verl-ext] verl's composed config: in {self.log_path}\n"
         self.stream.write(line)
         self.stream.flush()
