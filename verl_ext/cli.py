@@ -99,49 +99,50 @@ def list_main(argv) -> int:
 list_main.__doc__ = "List every estimator and policy loss verl-ext registers, with its config keys and defaults."
 
 
-NO_ACCELERATOR = "No supported accelerator detected"  # verl's platform manager, when no GPU platform is available
-
-
-class HeldLogRecords(logging.Filter):
-    """A filter for one logger that keeps back the records whose message starts with one of ``prefixes`` or contains
-    one of ``fragments``, and remembers their messages (:attr:`held`) for the doctor to report in its own words."""
+class DropLogRecords(logging.Filter):
+    """A filter for one logger that drops the records whose message starts with one of ``prefixes`` or contains one of
+    ``fragments``."""
 
     def __init__(self, prefixes: tuple = (), fragments: tuple = ()):
         super().__init__()
         self.prefixes, self.fragments = prefixes, fragments
-        self.held: list[str] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if message.startswith(self.prefixes) or any(fragment in message for fragment in self.fragments):
-            self.held.append(message)
-            return False
-        return True
+        return not (message.startswith(self.prefixes) or any(fragment in message for fragment in self.fragments))
 
 
-def quiet_verl_imports() -> HeldLogRecords:
-    """What importing verl's trainer prints in this process that the doctor's lines say better, or that says nothing
-    about verl-ext: verl's optional-engine warnings (:mod:`verl_ext.verl_warnings`), torch's note that no CUDA runtime
-    exists, and verl's platform auto-detection falling back to 'nvidia' on a machine without an accelerator (held:
-    the doctor's "accelerator" line reports it)."""
+# logger -> what the doctor leaves out of its output, because its own lines say it better or it says nothing about
+# verl-ext: verl's platform auto-detection falling back to 'nvidia' on a machine without an accelerator (the doctor's
+# "accelerator" line reports it), torch's note that no CUDA runtime exists
+DOCTOR_QUIET_LOGGERS = {
+    "verl.plugin.platform.platform_manager": DropLogRecords(("No supported accelerator detected",),
+                                                            ("is registered but not available",)),
+    "torch.utils.cpp_extension": DropLogRecords(("No CUDA runtime is found",)),
+}
+
+
+def quiet_verl_imports() -> None:
+    """Install the doctor's filters in this process (once): :data:`DOCTOR_QUIET_LOGGERS` and verl's optional-engine
+    import warnings (:mod:`verl_ext.verl_warnings`)."""
     from verl_ext.verl_warnings import ignore_optional_engine_warnings
 
     ignore_optional_engine_warnings()
-    logging.getLogger("torch.utils.cpp_extension").addFilter(HeldLogRecords(("No CUDA runtime is found",)))
-    platform = HeldLogRecords((NO_ACCELERATOR,), ("is registered but not available",))
-    logging.getLogger("verl.plugin.platform.platform_manager").addFilter(platform)
-    return platform
+    for name, drop in DOCTOR_QUIET_LOGGERS.items():
+        if drop not in logging.getLogger(name).filters:
+            logging.getLogger(name).addFilter(drop)
 
 
-def accelerator_check(held: HeldLogRecords):
-    """(check, ok, detail) of the platform verl resolves in this process (verl's own auto-detection)."""
+def accelerator_check():
+    """(check, ok, detail) of the platform verl resolves in this process (verl's own auto-detection, which falls back
+    to 'nvidia' when no platform is available)."""
     from verl.plugin.platform import get_platform
 
     platform = get_platform()
     chosen = os.environ.get("VERL_PLATFORM", "").strip()
     if chosen:
         return "accelerator", True, f"{platform.device_name} (VERL_PLATFORM={chosen})"
-    if any(message.startswith(NO_ACCELERATOR) for message in held.held):
+    if not platform.is_available():
         return "accelerator", True, ("none found by verl's GPU platforms: GPU runs cannot start here; CPU runs select "
                                      "the cpu platform themselves (VERL_PLATFORM=cpu: the quickstart, the lab, the CPU "
                                      "smoke)")
@@ -150,7 +151,7 @@ def accelerator_check(held: HeldLogRecords):
 
 def doctor_checks():
     """Yield (check, ok, detail) for each thing that must hold for verl to run verl-ext's algorithms."""
-    held = quiet_verl_imports()
+    quiet_verl_imports()
     try:
         version = metadata.version("verl")
     except metadata.PackageNotFoundError:
@@ -189,7 +190,7 @@ def doctor_checks():
     except ValueError:
         rollout_ok = False
     yield "cpu rollout", rollout_ok, f"rollout name {ROLLOUT_NAME!r}" if rollout_ok else "not registered"
-    yield accelerator_check(held)
+    yield accelerator_check()
 
     from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
 
@@ -222,7 +223,7 @@ def doctor_checks():
 def doctor_main(argv) -> int:
     argparse.ArgumentParser(prog="verl-ext doctor", description="Check the installation.").parse_args(argv)
     console = Console(soft_wrap=True)  # a FAIL line stays one line, however long
-    console.print("[dim]verl-ext doctor: importing verl and its trainer, as every run does (the most of its time)[/]",
+    console.print("[dim]verl-ext doctor: importing verl and its trainer, as every run does: most of its time[/]",
                   highlight=False)
     failed = 0
     started = time.perf_counter()
