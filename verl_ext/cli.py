@@ -12,13 +12,18 @@
     verl-ext run|sweep|figure   the run scripts' launcher (docs/run-scripts.md); experiments: their names
 
 verl swallows plugin import errors, so ``doctor`` is the first thing to run when verl says
-"Unsupported loss mode".
+"Unsupported loss mode". Ctrl-C (or SIGTERM where a command turns it into an interrupt: ``run``, ``sweep``,
+``figure``, ``quickstart``, ``gpu-smoke``, ``lab``) ends any command with exit status 130 and one line, never a
+traceback, as the ``python -m`` forms do.
 """
 
 import argparse
 import importlib
 import json
+import logging
+import os
 import sys
+import time
 import traceback
 from importlib import metadata
 
@@ -94,8 +99,59 @@ def list_main(argv) -> int:
 list_main.__doc__ = "List every estimator and policy loss verl-ext registers, with its config keys and defaults."
 
 
+class DropLogRecords(logging.Filter):
+    """A filter for one logger that drops the records whose message starts with one of ``prefixes`` or contains one of
+    ``fragments``."""
+
+    def __init__(self, prefixes: tuple = (), fragments: tuple = ()):
+        super().__init__()
+        self.prefixes, self.fragments = prefixes, fragments
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith(self.prefixes) or any(fragment in message for fragment in self.fragments))
+
+
+# logger -> what the doctor leaves out of its output, because its own lines say it better or it says nothing about
+# verl-ext: verl's platform auto-detection falling back to 'nvidia' on a machine without an accelerator (the doctor's
+# "accelerator" line reports it), torch's note that no CUDA runtime exists
+DOCTOR_QUIET_LOGGERS = {
+    "verl.plugin.platform.platform_manager": DropLogRecords(("No supported accelerator detected",),
+                                                            ("is registered but not available",)),
+    "torch.utils.cpp_extension": DropLogRecords(("No CUDA runtime is found",)),
+}
+
+
+def quiet_verl_imports() -> None:
+    """Install the doctor's filters in this process (once): :data:`DOCTOR_QUIET_LOGGERS` and verl's optional-engine
+    import warnings (:mod:`verl_ext.verl_warnings`)."""
+    from verl_ext.verl_warnings import ignore_optional_engine_warnings
+
+    ignore_optional_engine_warnings()
+    for name, drop in DOCTOR_QUIET_LOGGERS.items():
+        if drop not in logging.getLogger(name).filters:
+            logging.getLogger(name).addFilter(drop)
+
+
+def accelerator_check():
+    """(check, ok, detail) of the platform verl resolves in this process (verl's own auto-detection, which falls back
+    to 'nvidia' when no platform is available)."""
+    from verl.plugin.platform import get_platform
+
+    platform = get_platform()
+    chosen = os.environ.get("VERL_PLATFORM", "").strip()
+    if chosen:
+        return "accelerator", True, f"{platform.device_name} (VERL_PLATFORM={chosen})"
+    if not platform.is_available():
+        return "accelerator", True, ("none found by verl's GPU platforms: GPU runs cannot start here; CPU runs select "
+                                     "the cpu platform themselves (VERL_PLATFORM=cpu: the quickstart, the lab, the CPU "
+                                     "smoke)")
+    return "accelerator", True, f"{platform.device_name} ({platform.vendor_name}, found by verl)"
+
+
 def doctor_checks():
     """Yield (check, ok, detail) for each thing that must hold for verl to run verl-ext's algorithms."""
+    quiet_verl_imports()
     try:
         version = metadata.version("verl")
     except metadata.PackageNotFoundError:
@@ -134,6 +190,7 @@ def doctor_checks():
     except ValueError:
         rollout_ok = False
     yield "cpu rollout", rollout_ok, f"rollout name {ROLLOUT_NAME!r}" if rollout_ok else "not registered"
+    yield accelerator_check()
 
     from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
 
@@ -166,14 +223,18 @@ def doctor_checks():
 def doctor_main(argv) -> int:
     argparse.ArgumentParser(prog="verl-ext doctor", description="Check the installation.").parse_args(argv)
     console = Console(soft_wrap=True)  # a FAIL line stays one line, however long
+    console.print("[dim]verl-ext doctor: importing verl and its trainer, as every run does: most of its time[/]",
+                  highlight=False)
     failed = 0
+    started = time.perf_counter()
     for check, ok, detail in doctor_checks():
         failed += not ok
         console.print(f"[{'green' if ok else 'red'}]{'ok  ' if ok else 'FAIL'}[/] {check}: {detail}", highlight=False)
     if failed:
         console.print(f"[red]{failed} check(s) failed[/]: verl-ext is not ready (each FAIL line says what).")
         return 1
-    console.print("[green]verl-ext is ready.[/]")
+    console.print(f"[green]verl-ext is ready[/] ({time.perf_counter() - started:.0f} s: most of it importing verl and "
+                  "its trainer, as every main_ppo does).", highlight=False)
     return 0
 
 
@@ -227,7 +288,11 @@ def main(argv=None) -> int:
             return 2
         return 0
     command, _ = COMMANDS[argv[0]]
-    return command(argv[1:]) or 0
+    try:
+        return command(argv[1:]) or 0
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one: what the command started was stopped on the way out
+        print(f"[verl-ext] {argv[0]}: interrupted", file=sys.stderr, flush=True)
+        return 130
 
 
 if __name__ == "__main__":

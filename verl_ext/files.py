@@ -1,7 +1,8 @@
 """Files verl-ext writes and reads back: written whole or not at all, read back only when they are what they claim.
 
 :func:`write_whole`: the content goes to a temporary file in the target's folder, is flushed and fsync'ed, and
-is renamed over the target (then the folder is fsync'ed). A failure at any point (a full disk, a file-size
+is renamed over the target (then the folder is fsync'ed). The file has the mode a plain ``open(path, "w")`` gives a
+new file (0666 less the umask: 0644 with the usual umask), and so has a folder made by :func:`new_folder`. A failure at any point (a full disk, a file-size
 limit, an exception while the content is produced, a kill) leaves the earlier file as it was and no temporary
 file behind (but for a kill, which leaves a hidden ``.<name>.*.tmp``). A reader never sees half a file.
 
@@ -16,16 +17,44 @@ naming the file. Callers: the metrics reader (:mod:`verl_ext.metrics_file`), the
 from __future__ import annotations
 
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 from typing import BinaryIO, Callable
+
+
+def _new_file(folder: Path, name: str) -> tuple[int, Path]:
+    """A new hidden ``.<name>.<random>.tmp`` in ``folder``, open for writing, created as ``open(..., "w")`` creates a
+    file (mode 0666 less the umask: readable by others as usual, not 0600 as ``mkstemp`` makes it); never an existing
+    file or link (``O_EXCL``)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        staged = folder / f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(staged, flags, 0o666), staged
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder}: no free temporary name for {name}")
+
+
+def new_folder(parent: str | os.PathLike, prefix: str) -> Path:
+    """A new folder ``<parent>/<prefix><random>`` to build an output in before it is renamed into place, created as
+    ``mkdir`` creates one (mode 0777 less the umask; ``tempfile.mkdtemp`` makes it 0700, and the output then keeps
+    that mode)."""
+    for _ in range(100):
+        folder = Path(parent) / f"{prefix}{secrets.token_hex(6)}"
+        try:
+            folder.mkdir(0o777)
+            return folder
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{parent}: no free name for a new folder {prefix}*")
 
 
 def write_whole(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Path:
     """Call ``write(file)`` on a temporary file beside ``path``, then put it in place (see the module docstring)."""
     path = Path(path)
-    handle, staged = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    handle, staged = _new_file(path.parent, path.name)
     try:
         with os.fdopen(handle, "wb") as file:
             write(file)

@@ -30,9 +30,19 @@ kl                  KL to the initial policy: ``actor/kl_loss``, verl's KL term 
                     policy, and is not substituted: without ``actor/kl_loss`` the panel says "not logged"
 clipfrac            ``actor/pg_clipfrac``: fraction of response tokens whose gradient the clipping mask removed
 lag                 ``staleness/lag``: steps between the policy that generated the batch and the current one
+                    (``delayed_sync``); else verl's ``training/off_policy/trajectory_staleness/mean`` (its own modes)
+mismatch            log pi_behaviour - log pi_current, mean over response tokens: ``staleness/behaviour_minus_
+                    current_log_prob`` (``delayed_sync.measure_mismatch``), else ``actor/ppo_kl`` (with
+                    ``bypass_mode=true`` pi_old is the behaviour policy, so it measures the same gap)
+grad_norm           ``actor/grad_norm``: the actor's gradient norm before clipping
 entropy             ``actor/entropy`` or ``actor/entropy_loss`` (needs actor.calculate_entropy=true)
 response_length     ``response_length/mean``
 ==================  ========================================================================================
+
+Which panels: those ``--panels`` names, each drawn ("not logged" where no run logged it); by default the panels
+the runs logged (:func:`logged_panels`): the paper's (reward, eval, kl, clipfrac, lag) that at least one run
+logged, then mismatch, grad_norm, entropy and response length, up to :data:`DEFAULT_PANEL_COUNT` panels. The
+quickstart draws its run the same way (:func:`plot_runs`).
 """
 
 from __future__ import annotations
@@ -70,12 +80,17 @@ PANELS = {
         Panel("eval", "evaluation accuracy"),
         Panel("kl", "KL to the initial policy", (metric_names.KL_LOSS,)),
         Panel("clipfrac", "clip fraction", (metric_names.PG_CLIPFRAC,)),
-        Panel("lag", "lag (steps)", (metric_names.LAG,)),
+        Panel("lag", "lag (steps)", (metric_names.LAG, metric_names.TRAJECTORY_STALENESS_MEAN)),
+        Panel("mismatch", "log-prob gap, behaviour - current",
+              (metric_names.BEHAVIOUR_MINUS_CURRENT_LOG_PROB, metric_names.PPO_KL)),
+        Panel("grad_norm", "gradient norm", (metric_names.GRAD_NORM,)),
         Panel("entropy", "entropy", (metric_names.ENTROPY, metric_names.ENTROPY_LOSS)),
         Panel("response_length", "response length", (metric_names.RESPONSE_LENGTH_MEAN,)),
     )
 }
-DEFAULT_PANELS = ("reward", "eval", "kl", "clipfrac", "lag")
+DEFAULT_PANELS = ("reward", "eval", "kl", "clipfrac", "lag")  # the paper's
+MORE_PANELS = ("mismatch", "grad_norm", "entropy", "response_length")  # after the paper's, when they leave room
+DEFAULT_PANEL_COUNT = 5
 
 
 @dataclass
@@ -174,6 +189,21 @@ def panel_series(run: Run, panel: Panel, window: int) -> tuple[list[int], list[f
     return [], [], None
 
 
+def logged_panels(runs: Sequence[Run], window: int = REWARD_WINDOW) -> tuple[list[str], list[str]]:
+    """(the panels to draw by default, the paper's panels no run logged): each of :data:`DEFAULT_PANELS` that a run
+    logged, then of :data:`MORE_PANELS`, up to :data:`DEFAULT_PANEL_COUNT` panels. ValueError when no run logged any."""
+
+    def logged(name: str) -> bool:
+        return any(panel_series(run, PANELS[name], window)[0] for run in runs)
+
+    chosen = [name for name in DEFAULT_PANELS if logged(name)]
+    chosen += [name for name in MORE_PANELS if logged(name)][: max(0, DEFAULT_PANEL_COUNT - len(chosen))]
+    if not chosen:
+        wanted = ", ".join(metric for name in (*DEFAULT_PANELS, *MORE_PANELS) for metric in PANELS[name].metrics)
+        raise ValueError(f"no run logged the metrics of any panel ({wanted}, {metric_names.VALIDATION_MEAN_TEXT})")
+    return chosen, [name for name in DEFAULT_PANELS if name not in chosen]
+
+
 def build_figure(runs: Sequence[Run], panels: Sequence[str] = DEFAULT_PANELS, window: int = REWARD_WINDOW, title: str = ""):
     """A matplotlib Figure: one row per group, one column per panel, one curve (Line2D) per run with data."""
     import matplotlib
@@ -216,6 +246,35 @@ def build_figure(runs: Sequence[Run], panels: Sequence[str] = DEFAULT_PANELS, wi
     return figure
 
 
+@dataclass
+class Plotted:
+    """What :func:`plot_runs` drew: the PNG, the runs, the panels, and the paper's panels no run logged (left out)."""
+
+    path: Path
+    runs: list[Run]
+    panels: list[str]
+    not_logged: list[str]
+
+
+def plot_runs(files: Sequence[Path], target: Path, panels: Optional[Sequence[str]] = None,
+              window: int = REWARD_WINDOW, title: str = "") -> Plotted:
+    """Read the metrics ``files`` (:func:`load_runs`), draw ``panels`` (default: :func:`logged_panels`) and write the
+    PNG ``target`` whole or not at all (a failed write keeps the previous PNG)."""
+    import matplotlib.pyplot as plt
+
+    runs = load_runs(files)
+    if panels is None:
+        panels, not_logged = logged_panels(runs, window)
+    else:
+        panels, not_logged = list(panels), []
+    figure = build_figure(runs, panels, window, title=title)
+    try:
+        write_whole(target, lambda file: figure.savefig(file, format="png", dpi=110))
+    finally:
+        plt.close(figure)
+    return Plotted(Path(target), runs, list(panels), not_logged)
+
+
 def collect_inputs(paths: Sequence[Path], name: Optional[str]) -> list[tuple[str, list[Path]]]:
     """(figure name, JSONL files): each folder is one figure; files given directly make one figure together."""
     figures = []
@@ -243,14 +302,15 @@ def plot_main(argv: Optional[Sequence[str]] = None) -> int:
     )
     parser.add_argument("paths", nargs="+", type=Path, help="folders of runs (outputs/metrics/<project>) or *.jsonl files")
     parser.add_argument("--out", type=Path, default=Path("plots"), help="folder for the PNGs (default: %(default)s)")
-    parser.add_argument("--panels", default=",".join(DEFAULT_PANELS), help=f"comma-separated, from {', '.join(PANELS)} (default: %(default)s)")
+    parser.add_argument("--panels", default=None, help=f"comma-separated, from {', '.join(PANELS)} (default: those the "
+                        f"runs logged, the paper's {', '.join(DEFAULT_PANELS)} first, up to {DEFAULT_PANEL_COUNT})")
     parser.add_argument("--window", type=int, default=REWARD_WINDOW, help="running-average window of the training reward (default: %(default)s)")
     parser.add_argument("--name", default=None, help="figure name (default: the folder's name)")
     args = parser.parse_args(argv)
-    panels = [name.strip() for name in args.panels.split(",") if name.strip()]
+    panels = None if args.panels is None else [name.strip() for name in args.panels.split(",") if name.strip()]
     if args.window < 1:
         parser.error(f"--window must be >= 1, got {args.window}")
-    if not panels:
+    if panels is not None and not panels:
         parser.error(f"--panels: name at least one of {', '.join(PANELS)}")
     if args.name is not None and (args.name in ("", ".", "..") or "/" in args.name or "\0" in args.name):
         parser.error(f"--name {args.name!r}: the PNG's file name, without '/' (the folder is --out)")
@@ -258,18 +318,11 @@ def plot_main(argv: Optional[Sequence[str]] = None) -> int:
         figures = collect_inputs(args.paths, args.name)
         args.out.mkdir(parents=True, exist_ok=True)
         for figure_name, files in figures:
-            runs = load_runs(files)
-            figure = build_figure(runs, panels, args.window, title=figure_name)
-            target = args.out / f"{figure_name}.png"
-            import matplotlib.pyplot as plt
-
-            try:  # whole or not at all: a failed write (full disk, file-size limit) keeps the previous PNG
-                write_whole(target, lambda file: figure.savefig(file, format="png", dpi=110))
-            finally:
-                plt.close(figure)
-            print(f"{target}: {len(runs)} run(s), panels {', '.join(panels)}")
-            for run in runs:
-                missing = [p for p in panels if not panel_series(run, PANELS[p], args.window)[0]]
+            plotted = plot_runs(files, args.out / f"{figure_name}.png", panels, args.window, title=figure_name)
+            left_out = f"; not logged: {', '.join(plotted.not_logged)}" if plotted.not_logged else ""
+            print(f"{plotted.path}: {len(plotted.runs)} run(s), panels {', '.join(plotted.panels)}{left_out}")
+            for run in plotted.runs:
+                missing = [p for p in plotted.panels if not panel_series(run, PANELS[p], args.window)[0]]
                 steps = max((max(v) for v in run.metrics.values() if v), default=0)
                 note = f"  {run.name}" + (f" [{run.group}]" if run.group else "") + f": {steps} steps"
                 if missing:

@@ -135,3 +135,19 @@ def test_a_png_whose_write_fails_leaves_the_previous_png_whole(tmp_path):
     assert completed.returncode == 2 and "verl-ext plot: error:" in completed.stderr, completed.stderr[-2000:]
     assert (plots / "runs.png").read_bytes() == previous
     assert sorted(path.name for path in plots.iterdir()) == ["runs.png"]  # no temporary file left
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_the_png_is_readable_as_the_umask_says(tmp_path, capsys, umask, mode):
+    """Written whole through a temporary file, the PNG still gets the mode ``open(path, "w")`` would give it (0644
+    with the usual umask; mkstemp's 0600 made every plot private), the new one and one that replaces another."""
+    runs = runs_folder(tmp_path)
+    plots = tmp_path / "plots"
+    previous = os.umask(umask)
+    try:
+        for _ in range(2):
+            assert plot_main([str(runs), "--out", str(plots)]) == 0
+            assert (plots / "runs.png").stat().st_mode & 0o777 == mode
+    finally:
+        os.umask(previous)
+    assert sorted(path.name for path in plots.iterdir()) == ["runs.png"]

@@ -25,6 +25,8 @@ Evidence comes from verl's file logger (every step's metrics) and the CPU rollou
 weight push with the checksum of the weights the rollout then holds), never from exit codes alone.
 """
 
+import re
+
 import pytest
 import torch
 
@@ -274,6 +276,70 @@ def test_a_refused_rerun_into_the_quickstarts_folder_leaves_the_earlier_run_byte
             "verl_ext_cpu/opmd/rollout_events.jsonl"} <= set(rerun["before"])
     assert rerun["after"] == rerun["before"]
     print(f"refused in {rerun['seconds']:.1f} s")
+
+
+REPEATS_ALLOWED = 30  # "a few dozen": before, TransferQueue's thread warning came ~120 times per step
+
+
+def console_lines(text: str) -> list[str]:
+    """Lines as a reader compares them: colours, process ids and times left out."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    text = re.sub(r"pid=\d+", "pid=N", text)
+    text = re.sub(r"\d{4}-\d{2}-\d{2}[ T,]\d{2}:\d{2}:\d{2}([.,]\d+)?|\b[IWE]\d{4} \d{2}:\d{2}:\d{2}\.\d+ +\d+", "TIME", text)
+    return text.splitlines()
+
+
+def test_the_quickstarts_console_is_verls_progress_and_steps_then_the_summary(runs):
+    """What the quickstart's default console shows (its echo of main_ppo's output, the log holding all of it, then the
+    summary): no line more than a few dozen times -- TransferQueue's thread count is the machine's (the CPU profile's
+    TQ_NUM_THREADS), verl's optional-engine import warnings are hidden in the driver and every Ray worker
+    (PYTHONWARNINGS), verl's config dump is one line -- and each step's line is there."""
+    import io
+    from collections import Counter
+
+    from verl_ext.cpu.quickstart import format_summary
+    from verl_ext.runs.monitor import ConsoleEcho
+
+    result, summary = runs["opmd"], runs["opmd_summary"]
+    log = result.log_path.read_text(encoding="utf-8")
+    assert len(set(re.findall(r"\((\w+) pid=\d+\)", log))) >= 4  # the TaskRunner and Ray's workers wrote to it
+    for text in ("target_num_threads", "engine is not available", "Apex are not installed", "Apex is not installed"):
+        assert text not in log, text
+    console = io.StringIO()
+    echo = ConsoleEcho(result.log_path, console)
+    for line in log.splitlines(keepends=True):
+        echo(line)
+    console.write(format_summary(summary) + "\n")
+    lines = console_lines(console.getvalue())
+    for text in (log, console.getvalue()):
+        repeated = Counter(line for line in console_lines(text) if line.strip()).most_common(3)
+        assert repeated[0][1] <= REPEATS_ALLOWED, repeated
+    assert len(lines) < len(console_lines(log)) - 500  # verl's config dump, in the log only
+    assert [int(match[1]) for match in map(re.compile(r"\) step:(\d+) - ").search, lines) if match] == [1, 2]
+    assert lines[-3].split() == ["log", str(result.log_path), "(all", "of", "verl's", "output)"]
+
+
+def test_the_quickstart_ends_with_a_png_of_the_curves_it_logged(runs):
+    """A PNG beside the metrics, readable by others as the umask says, its path on the summary's last line; every
+    panel drawn is one the run logged (no empty "not logged" panels)."""
+    import os
+
+    import matplotlib.image
+
+    from verl_ext.cpu.quickstart import format_summary
+    from verl_ext.plotting import PANELS, load_runs, panel_series
+
+    result, summary = runs["opmd"], runs["opmd_summary"]
+    png = result.metrics_path.with_suffix(".png")
+    assert summary["plot_path"] == str(png)
+    assert matplotlib.image.imread(png).shape[1] > 3 * 300
+    umask = os.umask(0)
+    os.umask(umask)
+    assert png.stat().st_mode & 0o777 == 0o666 & ~umask
+    (run,) = load_runs([result.metrics_path])
+    assert {"reward", "grad_norm", "mismatch"} <= set(summary["plot_panels"])
+    assert all(panel_series(run, PANELS[name], 3)[0] for name in summary["plot_panels"])
+    assert f"curves (PNG)           {png}" in format_summary(summary).splitlines()[-2]
 
 
 def test_the_multi_rank_quickstart_sharded_the_actor_and_served_from_two_replicas(runs):

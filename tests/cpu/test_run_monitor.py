@@ -144,3 +144,60 @@ def test_the_child_dies_with_its_parent_killed_by_sigkill(tmp_path):
     while child.is_running() and child.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_console_shows_verls_config_dump_as_one_line_and_the_log_keeps_every_line(tmp_path, capsys):
+    """verl's TaskRunner pprints the whole composed config (~1,000 lines): the echo shows one line saying where it
+    is, and every other line -- another worker's in the middle of the dump, the progress bars, the step lines --
+    as it comes; the log file keeps all of it."""
+    import json
+
+    dump = [  # as verl's pprint writes it: nested dicts, a value on a line of its own, strings holding brackets and
+        # quotes; and as Ray forwards it, a long line cut in pieces anywhere (before a comma, inside a string)
+        "{'actor_rollout_ref': {'actor': {'_target_': 'verl.workers.config.FSDPActorConfig',",
+        "                                 'checkpoint': {'save_contents': ['model',",
+        "                                                                  'optimizer']},",
+        "                                 'clip_ratio': 0.2",
+        ",",
+        "                                 'fsdp_size': -1},",
+        "                       'model': {'path': \"/models/it's {ti",
+        "ny}\"}},",
+        " 'critic': ",
+        "{'_target_': 'verl.workers.config.FSDPCriticConfig',",
+        "            'ppo_epochs': 1},",
+        " 'trainer': {'experiment_name': 'a ] b ) c } \\' (',",
+        "             'logger': ['console', 'file']}}",
+    ]
+    runner, worker = "\x1b[36m(TaskRunnerV1 pid=7)\x1b[0m ", "\x1b[36m(WorkerDict pid=8)\x1b[0m "
+    lines = ([runner + "Using dataset class: RLHFDataset"] + [runner + line for line in dump[:3]]
+             + [worker + "Qwen2ForCausalLM contains 126.34K parameters"] + [runner + line for line in dump[3:]]
+             + [runner + "  indented, right after the dump", runner, "Training Progress:   0%|  | 0/2",
+                runner + "step:1 - critic/score/mean:0.1"])
+    child = f"import json\nfor line in json.loads({json.dumps(json.dumps(lines))}):\n    print(line)"
+    log = tmp_path / "main_ppo.log"
+    assert run_and_measure([sys.executable, "-c", child], env=None, log_path=log, echo=True).returncode == 0
+    assert log.read_text().splitlines() == lines
+    assert capsys.readouterr().out.splitlines() == [
+        runner + "Using dataset class: RLHFDataset",
+        f"{runner}[verl-ext] verl's composed config: in {log}",
+        worker + "Qwen2ForCausalLM contains 126.34K parameters",
+        runner + "  indented, right after the dump",
+        "Training Progress:   0%|  | 0/2",
+        runner + "step:1 - critic/score/mean:0.1",
+    ]
+
+
+def test_a_config_dump_that_never_closes_is_left_out_for_a_bounded_number_of_lines(tmp_path, monkeypatch):
+    """A lost piece would leave the brackets open for ever: after MAX_DUMP_LINES lines the echo shows lines again."""
+    import io
+
+    from verl_ext.runs import monitor
+
+    monkeypatch.setattr(monitor, "MAX_DUMP_LINES", 3)
+    console = io.StringIO()
+    echo = monitor.ConsoleEcho(tmp_path / "log", console)
+    for line in ["(T pid=1) {'actor_rollout_ref': {'a': 1,", *[f"(T pid=1)  'k{i}': {i}," for i in range(3)],
+                 "(T pid=1) step:1 - x:1"]:
+        echo(line + "\n")
+    assert console.getvalue().splitlines() == [f"(T pid=1) [verl-ext] verl's composed config: in {tmp_path / 'log'}",
+                                               "(T pid=1) step:1 - x:1"]

@@ -29,6 +29,11 @@ def test_a_tampered_build_is_rebuilt(tmp_path):
     assert not assets_are_current(out, manifest["recipe"])
     assert build_tiny_assets(out, train_examples=8, val_examples=2)["files"] == manifest["files"]
     assert assets_are_current(out, recipe(0, 8, 2))
+    import os
+
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~umask  # built in a staging folder: not mkdtemp's 0700
 
 
 def test_bad_sizes_are_refused(tmp_path):

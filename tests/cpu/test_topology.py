@@ -186,6 +186,8 @@ def test_plain_main_ppo_refuses_a_sharded_cpu_rollout_before_ray_starts(tiny_ass
     assert result.returncode != 0
     assert "actor_rollout_ref.rollout.tensor_model_parallel_size=2 is invalid" in output
     assert "ray init kwargs" not in output  # run_ppo never started Ray
+    # the recipe's hydra block: no outputs/<date>/<time>/ (.hydra/, main_ppo.log) in the folder the user ran it from
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_shell_profile_takes_the_topology_as_arguments(tiny_assets):

@@ -115,3 +115,60 @@ def test_plot_command_writes_one_png_per_folder(tmp_path, capsys):
     assert "figure4.png: 1 run(s)" in printed and "not logged: eval" in printed
     assert plot_main([str(tmp_path / "missing"), "--out", str(out)]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def quickstart_records(steps=4):
+    """What the quickstart logs (verl's sync mode, bypass_mode=true): no eval, no KL to the reference, no staleness/*."""
+    return [(step, {"critic/score/mean": 0.1 * step, "actor/pg_clipfrac": 0.0, "actor/ppo_kl": 1e-8 * step,
+                    "actor/grad_norm": 0.5 / step, "training/off_policy/trajectory_staleness/mean": 0.0,
+                    "response_length/mean": 8.0, "timing_s/step": 1.0}) for step in range(1, steps + 1)]
+
+
+def test_by_default_the_figure_shows_the_panels_the_runs_logged(tmp_path, capsys):
+    """The quickstart's run: reward, clip fraction, lag (verl's trajectory staleness), the log-prob gap (actor/ppo_kl)
+    and the gradient norm; the paper's panels it did not log (eval, KL) are named, not drawn empty."""
+    from verl_ext.plotting import logged_panels, plot_runs
+
+    write_run(tmp_path / "quickstart", "rec_oneside_nois", quickstart_records())
+    (run,) = load_runs([tmp_path / "quickstart" / "rec_oneside_nois.jsonl"])
+    assert logged_panels([run]) == (["reward", "clipfrac", "lag", "mismatch", "grad_norm"], ["eval", "kl"])
+    plotted = plot_runs([tmp_path / "quickstart" / "rec_oneside_nois.jsonl"], tmp_path / "q.png", title="q")
+    figure = build_figure(plotted.runs, plotted.panels)
+    assert [axis.get_title() for axis in figure.axes] == [
+        "training reward", "clip fraction", "lag (steps)", "log-prob gap, behaviour - current", "gradient norm"]
+    assert all(axis.get_lines() and not axis.texts for axis in figure.axes)  # every panel has its curve
+    assert list(figure.axes[3].get_lines()[0].get_ydata()) == pytest.approx([1e-8, 2e-8, 3e-8, 4e-8])
+    assert list(figure.axes[4].get_lines()[0].get_ydata()) == pytest.approx([0.5, 0.25, 0.5 / 3, 0.125])
+    assert matplotlib.image.imread(tmp_path / "q.png").shape[1] > 5 * 100
+
+    assert plot_main([str(tmp_path / "quickstart"), "--out", str(tmp_path / "plots")]) == 0
+    printed = capsys.readouterr().out
+    assert "panels reward, clipfrac, lag, mismatch, grad_norm; not logged: eval, kl" in printed
+    assert "rec_oneside_nois: 4 steps\n" in printed  # nothing drawn that this run did not log
+
+
+def test_the_papers_panels_come_first_and_named_panels_are_drawn_as_asked(tmp_path, capsys):
+    from verl_ext.plotting import logged_panels
+
+    records = training_records([0.1, 0.2, 0.3])
+    for step, data in records:
+        data["val-core/openai/gsm8k/acc/mean@1"] = 0.4
+        data["actor/grad_norm"] = 1.0
+        data["staleness/behaviour_minus_current_log_prob"] = 0.01
+    write_run(tmp_path / "paper", "grpo", records)
+    runs = load_runs([tmp_path / "paper" / "grpo.jsonl"])
+    assert logged_panels(runs) == (list(DEFAULT_PANELS), [])  # five logged: no room for more
+    (run,) = runs  # delayed_sync's own mismatch metric wins over actor/ppo_kl
+    from verl_ext.plotting import PANELS, panel_series
+
+    assert panel_series(run, PANELS["mismatch"], 3)[2] == "staleness/behaviour_minus_current_log_prob"
+    write_run(tmp_path / "q", "r", quickstart_records())
+    assert plot_main([str(tmp_path / "q"), "--out", str(tmp_path / "plots"), "--panels", "reward,kl"]) == 0
+    assert "panels reward, kl\n  r: 4 steps; not logged: kl" in capsys.readouterr().out
+
+
+def test_runs_that_logged_no_panel_are_an_error(tmp_path, capsys):
+    write_run(tmp_path / "timings", "r", [(1, {"timing_s/step": 1.0})])
+    assert plot_main([str(tmp_path / "timings"), "--out", str(tmp_path / "plots")]) == 2
+    assert "no run logged the metrics of any panel" in capsys.readouterr().err
+    assert not (tmp_path / "plots" / "timings.png").exists()

@@ -18,6 +18,7 @@ Importing this module does not import verl.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -35,11 +36,27 @@ from verl_ext.cpu.topology import (
 )
 from verl_ext.seeding import SEEDED_AGENT_LOOP
 from verl_ext.tiny.assets import OFFLINE_RUN_ENVIRONMENT, TASK_OVERRIDE_REASONS
+from verl_ext.verl_warnings import python_warnings
 
-# Why each environment variable is set.
+TRANSFER_QUEUE_THREADS = 8  # TransferQueue's own default for TQ_NUM_THREADS
+
+
+def physical_cores() -> int:
+    """This machine's physical cores, as TransferQueue counts them (psutil; the logical count when psutil cannot tell)."""
+    import psutil
+
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+# Why each environment variable is set (PYTHONWARNINGS: see cpu_environment, which keeps the user's own entries).
 ENVIRONMENT_REASONS = {
     "VERL_PLATFORM": ("cpu", "select verl_ext's cpu platform (never auto-detected)"),
     "VERL_ENGINE_DEVICE": ("cuda", "pick verl's FSDP engine classes, registered for cuda/npu only; they run on CPU tensors"),
+    "TQ_NUM_THREADS": (str(min(TRANSFER_QUEUE_THREADS, physical_cores())),
+                       "TransferQueue's torch threads in each put and get, at most this machine's physical cores (its "
+                       "default, 8, logs a warning at every put and get on a machine with fewer: ~120 lines per step)"),
+    "PYTHONWARNINGS": (python_warnings(), "hide the warnings verl's imports print, in every Ray worker, about optional "
+                       "engines a CPU run does not use (torchtitan, VeOmni, Megatron's Apex, ...; verl_ext.verl_warnings)"),
     **OFFLINE_RUN_ENVIRONMENT,
 }
 
@@ -92,8 +109,11 @@ DEFAULTS = {
 
 
 def cpu_environment() -> dict[str, str]:
-    """Environment variables of a CPU run (set before starting Ray; Ray workers inherit them)."""
-    return {name: value for name, (value, _reason) in ENVIRONMENT_REASONS.items()}
+    """Environment variables of a CPU run (set before starting Ray; Ray workers inherit them). ``PYTHONWARNINGS`` keeps
+    the entries this process's own value has (:func:`verl_ext.verl_warnings.python_warnings`)."""
+    environment = {name: value for name, (value, _reason) in ENVIRONMENT_REASONS.items()}
+    environment["PYTHONWARNINGS"] = python_warnings(os.environ.get("PYTHONWARNINGS"))
+    return environment
 
 
 def cpu_overrides(
@@ -226,8 +246,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.shell:
         sys.stdout.write(shell_profile(assets, user))
         return 0
-    for name, (value, reason) in ENVIRONMENT_REASONS.items():
-        print(f"{name}={value}\n    {reason}")
+    for name, value in cpu_environment().items():
+        print(f"{name}={value}\n    {ENVIRONMENT_REASONS[name][1]}")
     for override in overrides:
         print(f"{override}\n    {OVERRIDE_REASONS[override.split('=', 1)[0]]}")
     return 0

@@ -16,8 +16,10 @@ refused before anything is written or started, the key and what is allowed on th
 assets if they are missing (:mod:`verl_ext.tiny.assets`), prints the exact ``python -m verl.trainer.main_ppo``
 command, runs it through the one launcher (:func:`verl_ext.runs.launch.start` on the CPU backend) with verl's
 output streamed, and ends with a summary: reward at the start and the end, steps per second, start-up time and
-peak memory (:mod:`verl_ext.runs.monitor`). The summary is also written to ``<out>/summary.json``. A run into an
-``--out`` that holds an earlier one keeps it: its metrics, log, events and summary move together into
+peak memory (:mod:`verl_ext.runs.monitor`), and a PNG of the curves the run logged (reward, clip fraction, lag,
+log-prob mismatch, gradient norm: :func:`verl_ext.plotting.plot_runs`, the panels ``verl-ext plot`` draws) beside
+its metrics file. The summary is also written to ``<out>/summary.json``. A run into an ``--out`` that holds an
+earlier one keeps it: its metrics, log, events, summary and PNG move together into
 ``<out>/verl_ext_cpu/<name>/earlier/<N>/`` (:mod:`verl_ext.runs.outputs`).
 """
 
@@ -83,10 +85,32 @@ def format_summary(summary: dict) -> str:
         f"  peak memory            {summary['peak_pss_gib']:.1f} GiB PSS, {summary['peak_rss_gib']:.1f} GiB RSS"
         "   (driver, Ray and every worker)",
         f"  metrics (JSONL)        {summary['metrics_path']}",
-        f"  log                    {summary['log_path']}",
-        "=" * 72,
+        f"  log                    {summary['log_path']}   (all of verl's output)",
     ]
+    if summary.get("plot_path"):
+        lines.append(f"  curves (PNG)           {summary['plot_path']}   ({', '.join(summary['plot_panels'])})")
+    else:
+        lines.append(f"  curves (PNG)           not drawn: {summary.get('plot_error')}")
+    lines.append("=" * 72)
     return "\n".join(lines)
+
+
+def curves_path(metrics_path: Path) -> Path:
+    """The PNG of a run's curves: ``<name>.png`` beside its metrics file ``<name>.jsonl``."""
+    return metrics_path.with_suffix(".png")
+
+
+def draw_curves(result: RunResult, title: str) -> dict:
+    """The run's curves as a PNG (:func:`curves_path`): ``{"plot_path", "plot_panels"}``, or ``{"plot_path": None,
+    "plot_error"}`` when they cannot be drawn (the run itself succeeded)."""
+    from verl_ext.metrics_file import MetricsFileError
+    from verl_ext.plotting import plot_runs
+
+    try:
+        plotted = plot_runs([result.metrics_path], curves_path(result.metrics_path), title=title)
+    except (MetricsFileError, OSError, ValueError) as error:
+        return {"plot_path": None, "plot_error": str(error)}
+    return {"plot_path": str(plotted.path), "plot_panels": plotted.panels}
 
 
 def run_quickstart(
@@ -119,7 +143,8 @@ def run_quickstart(
     print(f"[verl-ext] tiny assets: {assets} (built if missing)", flush=True)
     build_tiny_assets(assets)
     summary_path = out / "summary.json"
-    result = start(checked, ChildProcess(echo=echo), announce=True, keep_with_run=(summary_path,))
+    result = start(checked, ChildProcess(echo=echo), announce=True,
+                   keep_with_run=(summary_path, curves_path(checked.composed.paths.metrics)))
     if not result.ok:
         return result, None
     measurements = result.measurements
@@ -141,6 +166,7 @@ def run_quickstart(
         "command": list(result.command),
     }
     summary["startup_seconds"] = measurements.startup_seconds(summary["first_step_seconds"])
+    summary.update(draw_curves(result, title=f"verl-ext CPU quickstart: {run.name}"))
     text = json.dumps(summary, indent=2) + "\n"
     write_whole(summary_path, lambda file: file.write(text.encode("utf-8")))  # never through a link
     return result, summary

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -217,6 +218,75 @@ def open_new_log(path: Path):
     return os.fdopen(descriptor, "w", encoding="utf-8")
 
 
+RAY_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?P<process>[^()]*)\)(?:\x1b\[[0-9;]*m)? ")
+CONFIG_DUMP_START = "{'actor_rollout_ref'"  # verl's TaskRunner pprints the composed config, sorted: this key first
+MAX_DUMP_LINES = 5000  # a dump whose brackets never close (a line lost) stops being left out after this many lines
+
+
+class _PprintScanner:
+    """Follows the brackets of a ``pprint`` read piece by piece: :attr:`depth` is the brackets opened and not yet
+    closed, outside quoted strings. The state carries from one piece to the next, because Ray forwards a worker's
+    long output in pieces cut anywhere, inside a quoted string too (``'tensor_parallel_size': 1`` on one line, its
+    ``,`` on the next)."""
+
+    def __init__(self) -> None:
+        self.depth, self.quote, self.escaped = 0, None, False
+
+    def feed(self, text: str) -> int:
+        for character in text:
+            if self.quote:
+                if self.escaped:
+                    self.escaped = False
+                elif character == "\\":
+                    self.escaped = True
+                elif character == self.quote:
+                    self.quote = None
+            elif character in "'\"":
+                self.quote = character
+            elif character in "{[(":
+                self.depth += 1
+            elif character in "}])":
+                self.depth -= 1
+        return self.depth
+
+
+class ConsoleEcho:
+    """The child's output as this process's stdout shows it (``run_and_measure(echo=True)``); the log keeps every line.
+
+    verl's TaskRunner prints the whole composed config (``pprint``: about 1,000 lines on the CPU profile) before it
+    trains: the console shows one line saying where it is instead (the dump ends where its brackets close, however
+    Ray cut it into lines). A Ray worker's empty lines (the carriage return before each of tqdm's progress bars
+    becomes a line break in the pipe) are left out. Every other line, of that process or another, is echoed as it
+    comes."""
+
+    def __init__(self, log_path: Path, stream=None):
+        self.log_path = log_path
+        self.stream = stream or sys.stdout
+        self.dumping: Optional[str] = None  # the Ray process whose config dump is left out
+        self.scanner = _PprintScanner()
+        self.dump_lines = 0
+
+    def __call__(self, line: str) -> None:
+        prefix = RAY_PREFIX.match(line)
+        process, payload = (prefix["process"], line[prefix.end():]) if prefix else ("", line)
+        if self.dumping == process:
+            self.dump_lines += 1
+            if self.dump_lines <= MAX_DUMP_LINES:
+                if self.scanner.feed(payload.rstrip("\n")) <= 0:
+                    self.dumping = None
+                return
+            self.dumping = None
+        if prefix and not payload.strip():  # a Ray worker's "\r" before each progress bar: a line of its own here
+            return
+        if payload.startswith(CONFIG_DUMP_START):
+            self.scanner, self.dump_lines = _PprintScanner(), 0
+            if self.scanner.feed(payload.rstrip("\n")) > 0:
+                self.dumping = process
+            line = f"{line[:prefix.end()] if prefix else ''}[verl-ext] verl's composed config: in {self.log_path}\n"
+        self.stream.write(line)
+        self.stream.flush()
+
+
 def run_and_measure(
     command: Sequence[str],
     env: dict[str, str],
@@ -248,14 +318,14 @@ def run_and_measure(
 
     sampler = ProcessSampler(lambda: _members(watched, also_measure), on_sample=check_progress)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    echo_line = ConsoleEcho(log_path) if echo else None
     with sampler, open_new_log(log_path) as log:
         assert process.stdout is not None
         try:
             for line in process.stdout:
                 log.write(line)
-                if echo:
-                    sys.stdout.write(line)
-                    sys.stdout.flush()
+                if echo_line is not None:
+                    echo_line(line)
             returncode = process.wait()
         except BaseException:  # Ctrl-C, SIGTERM turned into an exception, a full disk: the child does not outlive us
             stop_process(process)

@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from collections.abc import Iterator
@@ -40,6 +39,7 @@ from contextlib import contextmanager
 from typing import Any, Optional, Sequence
 
 from verl_ext import data_sources
+from verl_ext.files import new_folder
 from verl_ext.tiny.sizes import DEFAULT_SIZE
 
 ASSETS_FORMAT = 1
@@ -189,7 +189,7 @@ def staged_folder(out: Path, prefix: str) -> Iterator[Path]:
     out = Path(os.path.abspath(out))
     check_replaceable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=out.parent))
+    staging = new_folder(out.parent, prefix)  # mode 0777 less the umask, as the folder it becomes should have
     try:
         yield staging
         check_replaceable(out)
