@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from verl_ext.checks.arguments import split_at_double_dash
+from verl_ext.cpu.ray_loopback import LOOPBACK_REASON, LOOPBACK_VARIABLE
 from verl_ext.cpu.topology import (
     MINI_BATCH_SIZE,
     ROLLOUT_N,
@@ -40,6 +41,7 @@ from verl_ext.tiny.assets import OFFLINE_RUN_ENVIRONMENT, TASK_OVERRIDE_REASONS
 ENVIRONMENT_REASONS = {
     "VERL_PLATFORM": ("cpu", "select verl_ext's cpu platform (never auto-detected)"),
     "VERL_ENGINE_DEVICE": ("cuda", "pick verl's FSDP engine classes, registered for cuda/npu only; they run on CPU tensors"),
+    LOOPBACK_VARIABLE: ("0", LOOPBACK_REASON),
     **OFFLINE_RUN_ENVIRONMENT,
 }
 
