@@ -71,6 +71,14 @@ def listening_sockets(pids):
     return found
 
 
+def stdout_file(pid) -> Path:
+    """Where a process writes its standard output (each node's `ray start` writes its log there)."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/fd/1"))
+    except OSError:
+        return Path("/nonexistent")
+
+
 def wait_until_gone(marker, seconds=30.0):
     deadline = time.monotonic() + seconds
     while cluster_processes(marker) and time.monotonic() < deadline:
@@ -109,8 +117,7 @@ def test_two_nodes_join_and_ctrl_c_leaves_no_ray_process(tmp_path):
         assert sum(len(listening) for listening in sockets.values()) >= 12
         assert {ip for listening in sockets.values() for ip, _ in listening} <= LOOPBACK, sockets
         # and its nodes' logs are in a private folder of its own (mode 0700, a name no one can guess)
-        logs = {Path(os.readlink(f"/proc/{pid}/fd/1")) for pid in cluster_processes(marker)
-                if "start" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")}
+        logs = {log for log in map(stdout_file, cluster_processes(marker)) if re.fullmatch(r"node_\d+\.log", log.name)}
         assert len(logs) == 2 and len({log.parent for log in logs}) == 1, logs
         folder = next(iter(logs)).parent
         assert folder != Path(f"{marker}_logs") and stat.S_IMODE(folder.stat().st_mode) == 0o700

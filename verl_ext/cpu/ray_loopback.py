@@ -6,8 +6,9 @@ listen on that address only when it is the loopback address (Ray 2.60 decides it
 IP), and on every interface (``0.0.0.0`` / ``::``) otherwise. Left alone, Ray 2.60 on Linux takes the
 machine's routable address as the node IP, and turns an explicit ``127.0.0.1`` into it too
 (``ray._private.services.resolve_ip_for_localhost``, for ``ray start --node-ip-address``, the
-``--address`` of a node that joins, and ``ray.init(_node_ip_address=...)``): a plain one-node ``ray.init()``
-listens on all interfaces with 9 sockets of 9, and ``verl_ext.cpu.local_cluster`` did with 10 of 12.
+``--address`` of a node that joins, and ``ray.init(_node_ip_address=...)``): a plain one-node ``ray.init()`` had
+8 of its 9 listening sockets on all interfaces (the ninth on the network address), the nodes of
+``verl_ext.cpu.local_cluster`` 10 of 12.
 verl's ``ray_kwargs.ray_init`` cannot change it (the address it passes is resolved the same way).
 
 Two ways to keep the node IP on loopback, for the two kinds of Ray process verl-ext starts:
