@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
+from tests.adversarial.test_config_paths import RayStarted, config_error_in, driver  # noqa: F401 (the fixture)
 from tests.recipe_config import MINIMAL_RUN_OVERRIDES, RECIPE_CONFIG_DIR
 from verl_ext import preflight
 from verl_ext.checks.resume import TRACKER_FILE, check_resume, resumed_folder
@@ -184,34 +185,10 @@ def test_a_relative_resume_path_is_read_from_the_working_folder_as_verl_does(tmp
 # ---------------------------------------------------------------------------------------------- the driver, before Ray
 
 
-class RayStarted(Exception):
-    pass
-
-
-@pytest.fixture
-def driver(monkeypatch):
-    """verl's ``main_ppo.main`` as the driver runs it, with ``ray.init`` replaced by a tripwire."""
-    import ray
-    from verl.trainer import main_ppo
-
-    def tripwire(*args, **kwargs):
-        raise RayStarted("ray.init reached")
-
-    monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(ray, "init", tripwire)
-    return main_ppo.main
-
-
 def composed(*overrides):
     with preflight.memoised_config_files():
         argv = [f"--config-path={RECIPE_CONFIG_DIR}", "--config-name=rec_trainer", *MINIMAL_RUN_OVERRIDES, *overrides]
         return preflight.compose(preflight.parse_main_ppo_argv(argv))
-
-
-def config_error_in(error):
-    while error is not None and not isinstance(error, ConfigError):
-        error = error.__cause__ or error.__context__
-    return error
 
 
 def driver_and_dry_run_refuse(driver, config, *expected):
