@@ -103,10 +103,9 @@ def _private_folder(folder: Optional[Path]) -> Path:
     except FileExistsError:
         info = os.lstat(folder)
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-            raise ClusterStartError(
-                f"local Ray cluster: {folder} is not a folder of this user ({'a symbolic link' if stat.S_ISLNK(info.st_mode) else 'another file or owner'}): "
-                "the node logs go into a folder of their own, never through a link"
-            ) from None
+            what = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "another file or owner"
+            raise ClusterStartError(f"local Ray cluster: {folder} is not a folder of this user ({what}): the node "
+                                    "logs go into a folder of their own, never through a link") from None
     return folder
 
 
@@ -178,6 +177,7 @@ class LocalRayCluster:
     object_store_bytes: int = OBJECT_STORE_BYTES
     log_dir: Optional[Path] = None  # default: beside the temporary folder, removed with it
 
+    topology: Optional[Topology] = field(default=None, init=False)  # nodes x gpus_per_node, checked
     address: Optional[str] = field(default=None, init=False)
     temp_dir: Optional[Path] = field(default=None, init=False)
     marker: Optional[str] = field(default=None, init=False)  # MARKER_ENV's value in its processes (kept after stop)
