@@ -32,6 +32,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from verl_ext.checks.batch_arithmetic import check_batch_arithmetic
+from verl_ext.checks.resume import check_resume
 from verl_ext.checks.values import ConfigError, reject, require_int, require_number
 
 RED_DROP_SEED = "algorithm.red_drop_seed"
@@ -58,6 +59,7 @@ def check_run_config(config) -> dict:
     check_cpu_topology(config)  # the CPU rollout's one process per replica; Ray nodes, GPUs and CPUs of a CPU run
     check_staleness_keys(config)
     check_algorithm_keys(config)
+    check_resume(config)  # the checkpoint it resumes from exists and fits its world size (verl_ext.checks.resume)
     seed = OmegaConf.select(config, RED_DROP_SEED, default=None)
     if seed is not None:
         require_int(RED_DROP_SEED, seed, 0, "RED-Drop seeds its generator with it (null: the default seed 1).")

@@ -40,7 +40,7 @@ KINDS = (OVERRIDE, CALL, PATCH, ATTRIBUTE_WRITE, ATTRIBUTE_READ, IMPORT_HOOK)
 
 @dataclass(frozen=True)
 class VerlInternal:
-    """One private thing of verl (or, for a patch, of torch) that verl-ext touches.
+    """One private thing of verl (or, for a patch, of torch or Ray) that verl-ext touches.
 
     ``module`` + ``name`` locate it (``name`` is the qualified name inside the module, ``Class.method``).
     ``parameters``: the parameter names its signature must have, in order (``self`` included), for a callable;
@@ -66,7 +66,7 @@ class VerlInternal:
 
     @property
     def verl_file(self) -> str:
-        """The file of ``module`` (or of the first ``read_in`` module, for a patch of torch), relative to
+        """The file of ``module`` (or of the first ``read_in`` module, for a patch of torch or Ray), relative to
         site-packages; a package is its ``__init__.py`` (the check resolves that)."""
         module = self.module if self.module.split(".")[0] == "verl" else self.read_in[0].split(":")[0]
         return module.replace(".", "/") + ".py"
@@ -248,6 +248,18 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
     VerlInternal("verl.experimental.agent_loop.single_turn_agent_loop", "SingleTurnAgentLoop.run", OVERRIDE,
                  "adds the per-request seed around verl's single-turn run", "verl_ext/seeded_agent_loop.py",
                  ("self", "sampling_params", "priority", "kwargs")),
+    # ------------------------------------------------------------ Ray's, for a Ray on loopback (verl_ext/cpu/ray_loopback.py)
+    VerlInternal("ray._private.services", "get_node_ip_address", PATCH,
+                 "a local cluster's node (`ray start`, in its own process) takes 127.0.0.1 as its node IP, so every "
+                 "socket it opens listens on loopback: Ray turns an explicit 127.0.0.1 into the machine's network "
+                 "address and refuses a worker node under its one-machine switch (no option keeps it local)",
+                 "verl_ext/cpu/ray_loopback.py main", ("address",),
+                 read_in=("ray.scripts.scripts:start", "ray._private.services:resolve_ip_for_localhost")),
+    VerlInternal("ray._private.ray_constants", "ENABLE_RAY_CLUSTER", ATTRIBUTE_WRITE,
+                 "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 for a process that imported Ray before it was set (a driver "
+                 "joining the local cluster in this process): Ray reads the variable only on import",
+                 "verl_ext/cpu/ray_loopback.py loopback_in_this_process",
+                 read_in=("ray._private.services:get_node_ip_address",)),
     # ------------------------------------------------------------ modules whose import triggers a registration
     VerlInternal("verl.trainer.ppo.core_algos", "POLICY_LOSS_REGISTRY", IMPORT_HOOK,
                  "losses and estimators are registered when verl imports core_algos", "verl_ext/plugin.py"),

@@ -2,20 +2,24 @@
 
 Both tests start real Ray nodes (about 10-25 s each on two cores). They check what a user relies on: the
 nodes join with the logical GPUs asked for, the cluster never becomes the one a plain ``ray.init()`` on this
-machine finds, a node that does not join is named within the timeout, and no Ray process is left behind --
-after a normal exit, after Ctrl-C (SIGINT to the launcher's process group) and after a failed start.
-Processes are counted by the cluster's own marker, so other Ray clusters on the machine do not interfere.
+machine finds, nobody else reaches it (every listening socket of its nodes, of a worker on each node and of
+the command inside is on loopback; its logs are in a private folder), a node that does not join is named within
+the timeout, and no Ray process is left behind -- after a normal exit, after Ctrl-C (SIGINT to the launcher's
+process group) and after a failed start. Processes are counted by the cluster's own marker, so other Ray
+clusters on the machine do not interfere. Its bad arguments: tests/adversarial/test_local_cluster_inputs.py.
 """
 
 import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from verl_ext.cpu.local_cluster import ClusterStartError, LocalRayCluster, cluster_processes
@@ -24,12 +28,21 @@ DEFAULT_ADDRESS_FILE = Path("/tmp/ray/ray_current_cluster")  # what a plain ray.
 
 CONNECT = """
 import json, os, ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 ray.init(address=os.environ["VERL_EXT_CPU_RAY_ADDRESS"], logging_level="ERROR")
 nodes = [node for node in ray.nodes() if node["Alive"]]
 print(json.dumps([{"id": node["NodeID"], "gpus": node["Resources"].get("GPU")} for node in nodes]), flush=True)
+@ray.remote(num_cpus=1)
+class Probe:
+    def pid(self):
+        return os.getpid()
+probes = [Probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote()
+          for node in nodes]
+print(json.dumps(ray.get([probe.pid.remote() for probe in probes])), flush=True)  # a worker on each node
 print("READY", flush=True)
 import time; time.sleep(600)
 """
+LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 
 
 def address_file_state():
@@ -44,6 +57,26 @@ def process_names(pids):
         except OSError:
             pass
     return names
+
+
+def listening_sockets(pids):
+    """pid -> the addresses its TCP sockets listen on (every socket of those processes, IPv4 and IPv6)."""
+    found = {}
+    for pid in pids:
+        try:
+            connections = psutil.Process(pid).net_connections(kind="tcp")
+        except psutil.Error:
+            continue  # gone
+        found[pid] = [(c.laddr.ip, c.laddr.port) for c in connections if c.status == psutil.CONN_LISTEN]
+    return found
+
+
+def stdout_file(pid) -> Path:
+    """Where a process writes its standard output (each node's `ray start` writes its log there)."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/fd/1"))
+    except OSError:
+        return Path("/nonexistent")
 
 
 def wait_until_gone(marker, seconds=30.0):
@@ -67,6 +100,7 @@ def test_two_nodes_join_and_ctrl_c_leaves_no_ray_process(tmp_path):
             assert banner, "the launcher ended without starting the cluster"
         marker = re.search(r"temporary folder (\S+)\)", banner).group(1)
         nodes = json.loads(launcher.stdout.readline())
+        workers = json.loads(launcher.stdout.readline())
         assert launcher.stdout.readline().strip() == "READY"
         # two raylets, each with the logical GPUs asked for, one GCS: all carrying this cluster's marker
         assert len(nodes) == 2 and len({node["id"] for node in nodes}) == 2
@@ -74,6 +108,20 @@ def test_two_nodes_join_and_ctrl_c_leaves_no_ray_process(tmp_path):
         names = process_names(cluster_processes(marker))
         assert sum(name.endswith("/raylet") for name in names) == 2
         assert sum(name.endswith("/gcs_server") for name in names) == 1
+        # nobody else reaches it: every socket of every node, of a worker on each node and of the command inside
+        # listens on loopback (Ray's default node IP is the machine's network address: 10 of 12 on all interfaces)
+        command = [child.pid for child in psutil.Process(launcher.pid).children(recursive=True)
+                   if "VERL_EXT_CPU_RAY_ADDRESS" in child.cmdline()[-1]]
+        sockets = listening_sockets({*cluster_processes(marker), *workers, *command})
+        assert {*workers, *command} <= {pid for pid, listening in sockets.items() if listening}
+        assert sum(len(listening) for listening in sockets.values()) >= 12
+        assert {ip for listening in sockets.values() for ip, _ in listening} <= LOOPBACK, sockets
+        # and its nodes' logs are in a private folder of its own (mode 0700, a name no one can guess)
+        logs = {log for log in map(stdout_file, cluster_processes(marker)) if re.fullmatch(r"node_\d+\.log", log.name)}
+        assert len(logs) == 2 and len({log.parent for log in logs}) == 1, logs
+        folder = next(iter(logs)).parent
+        assert folder != Path(f"{marker}_logs") and stat.S_IMODE(folder.stat().st_mode) == 0o700
+        assert all(stat.S_IMODE(log.stat().st_mode) == 0o600 for log in logs)
         # its address is recorded in its own folder, never where a plain ray.init() looks
         assert (Path(marker) / "ray_current_cluster").is_file()
         assert address_file_state() == before
@@ -85,7 +133,7 @@ def test_two_nodes_join_and_ctrl_c_leaves_no_ray_process(tmp_path):
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)
     assert wait_until_gone(marker) == []
-    assert not Path(marker).exists()
+    assert not Path(marker).exists() and not folder.exists()  # the default log folder goes with the cluster
     assert address_file_state() == before
 
 

@@ -21,7 +21,7 @@ from verl_ext.staleness.checkpoint_state import STATE_FILE, CheckpointStateError
 
 TRACKER = "latest_checkpointed_iteration.txt"
 STEP = 3
-GOOD = {"sync_interval": 3, "sync_offset": 1, "offline": False, "weight_syncs": 1, "weight_pushes": 2}
+GOOD = {"sync_interval": 3, "sync_offset": 1, "offline": False, "weight_syncs": 1, "weight_pushes": 2, "schedule_since": 0}
 
 
 class RecordingActor(StandInActor):

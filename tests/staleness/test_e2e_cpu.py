@@ -270,6 +270,37 @@ def test_every_replica_holds_the_actors_weights_after_each_push(runs):
     assert by_version[UNINTERRUPTED_SAVE_FREQ]["transfer_checksum"] == actor_checkpoint_checksum(actor)
 
 
+def test_a_real_checkpoint_of_two_ranks_resumes_only_at_world_size_2(runs):
+    """verl's real sharded checkpoint (and the trainer's state beside it), read by the driver's resume checks: at
+    world size 2 it resumes (the resumed run did); at 1 or 4 the driver refuses it before Ray, naming the folder
+    and both world sizes (verl failed inside Ray, after 113 s, naming a missing shard)."""
+    from omegaconf import OmegaConf
+
+    from verl_ext.checks.resume import check_resume
+    from verl_ext.checks.values import ConfigError
+    from verl_ext.staleness.checkpoint_state import read_state
+
+    folder = runs["overlap"].checkpoint_dir / f"global_step_{RESUME_AT}"
+    assert read_state(folder).weight_pushes >= 1  # its counts pass the schedule's checks (the resumed run read them)
+
+    def config(nnodes, per_node):
+        return OmegaConf.create({
+            "trainer": {"resume_mode": "resume_path", "resume_from_path": str(folder), "nnodes": nnodes,
+                        "n_gpus_per_node": per_node, "default_local_dir": None},
+            "actor_rollout_ref": {"actor": {"strategy": "fsdp2",
+                                            "checkpoint": {"load_contents": ["model", "optimizer", "extra"]}}},
+            "critic": {"enable": False}, "algorithm": {"adv_estimator": "grpo"},
+        })
+
+    check_resume(config(NODES, RANKS // NODES))
+    for nnodes, per_node in ((1, 1), (2, 2)):
+        with pytest.raises(ConfigError) as raised:
+            check_resume(config(nnodes, per_node))
+        message = str(raised.value)
+        assert str(folder) in message and f"saved at world size {RANKS}" in message
+        assert f"asks for world size {nnodes * per_node}" in message
+
+
 def test_the_two_ranks_and_their_replicas_ran_on_two_nodes(runs):
     """Each replica's server is pinned to its trainer rank's node: two replicas on two distinct Ray nodes, in
     every run (the resumed one included)."""

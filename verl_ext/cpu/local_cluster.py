@@ -8,14 +8,24 @@ store and worker processes, as two machines would; they talk over the machine's 
 gives one node (:mod:`verl_ext.cpu.topology`), so verl's placement groups of one node's trainer ranks fit
 on exactly one node each and a two-node run really uses both.
 
-It never becomes anyone else's cluster:
+It never becomes anyone else's cluster, and nobody else reaches it:
 
-- private temporary folder (``ray start --temp-dir``): Ray records the cluster's address in
-  ``<temp dir>/ray_current_cluster``, not in ``/tmp/ray/ray_current_cluster``, which a plain ``ray.init()``
-  elsewhere on this machine reads to find "the" cluster;
+- private temporary folder (``ray start --temp-dir``, made by ``mkdtemp``: mode 0700, a name no one can guess):
+  Ray records the cluster's address in ``<temp dir>/ray_current_cluster``, not in
+  ``/tmp/ray/ray_current_cluster``, which a plain ``ray.init()`` elsewhere on this machine reads to find "the"
+  cluster;
 - its own authentication token (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``), given only to its nodes and to
   what runs inside it; the token file ``~/.ray/auth_token`` is neither read nor written;
+- every socket of every node, and of the command it runs, listens on loopback only
+  (:mod:`verl_ext.cpu.ray_loopback`: the node IP is ``127.0.0.1``);
+- the nodes' logs in a private folder: by default another ``mkdtemp`` (removed on stop), or ``log_dir``,
+  made with mode 0700 when missing; a log file is never written through a symbolic link;
 - free ports picked for it, the dashboard off.
+
+Before any node starts, the machine's memory is checked for a CPU run of this topology
+(:func:`verl_ext.cpu.topology.check_memory`: ``--nodes 500`` is refused, not 500 ``ray start`` processes), and
+every argument is bounded: the CLI exits 2 with ``error: ...`` naming the option, the class raises
+:class:`verl_ext.checks.values.ConfigError` naming the field.
 
 Inside it, :data:`verl_ext.cpu.topology.RAY_ADDRESS_ENV` holds its address (the CPU profile's
 ``ray_kwargs.ray_init.address`` reads it), with the token. Every process of the cluster carries
@@ -32,11 +42,13 @@ start with :class:`ClusterStartError` naming the node and showing the end of its
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -45,14 +57,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from verl_ext.checks.arguments import split_at_double_dash
-from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology
+from verl_ext.checks.arguments import positive_float, positive_int, split_at_double_dash
+from verl_ext.checks.values import ConfigError, reject, require_int, require_number
+from verl_ext.cpu import ray_loopback
+from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology, check_memory
 
 MARKER_ENV = "VERL_EXT_LOCAL_CLUSTER"
 READY_LINE = "Ray runtime started."  # what `ray start` prints once its node is registered with the cluster
 DEFAULT_JOIN_TIMEOUT = 180.0
 DEFAULT_STOP_TIMEOUT = 45.0  # `ray start` drains its node for up to 30 s on SIGTERM
+MAX_TIMEOUT = 3600.0  # the longest any start or stop may wait (seconds): a bound, never "forever"
 OBJECT_STORE_BYTES = 512 * 2**20
+MIN_OBJECT_STORE_BYTES = 75 * 2**20  # Ray refuses a smaller object store
 LOG_TAIL_LINES = 30
 
 
@@ -62,8 +78,35 @@ class ClusterStartError(RuntimeError):
 
 def _free_port() -> int:
     with socket.socket() as probe:
-        probe.bind(("", 0))
+        probe.bind((ray_loopback.LOOPBACK_IP, 0))
         return probe.getsockname()[1]
+
+
+def _open_log(path: Path) -> int:
+    """A node's log file, for writing by this user only; a symbolic link in its place is refused, not followed."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError as error:
+        raise ClusterStartError(f"local Ray cluster: cannot write the node log {path} ({error.strerror or error}; "
+                                "a symbolic link there is never followed)") from None
+
+
+def _private_folder(folder: Optional[Path]) -> Path:
+    """The nodes' log folder: a new ``mkdtemp`` (0700, unguessable), or ``folder``, made with mode 0700 when
+    missing; an existing one must be a real folder of this user (not a link, not someone else's)."""
+    if folder is None:
+        return Path(tempfile.mkdtemp(prefix="vxrc_logs_"))
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(mode=0o700)
+    except FileExistsError:
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            what = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "another file or owner"
+            raise ClusterStartError(f"local Ray cluster: {folder} is not a folder of this user ({what}): the node "
+                                    "logs go into a folder of their own, never through a link") from None
+    return folder
 
 
 def _die_with_parent() -> None:  # pragma: no cover -- runs in the child between fork and exec
@@ -134,16 +177,25 @@ class LocalRayCluster:
     object_store_bytes: int = OBJECT_STORE_BYTES
     log_dir: Optional[Path] = None  # default: beside the temporary folder, removed with it
 
+    topology: Optional[Topology] = field(default=None, init=False)  # nodes x gpus_per_node, checked
     address: Optional[str] = field(default=None, init=False)
     temp_dir: Optional[Path] = field(default=None, init=False)
     marker: Optional[str] = field(default=None, init=False)  # MARKER_ENV's value in its processes (kept after stop)
     started_nodes: list[Node] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        topology = Topology(self.nodes, self.gpus_per_node)  # names trainer.nnodes / n_gpus_per_node when < 1
+        self.topology = Topology(self.nodes, self.gpus_per_node)  # names trainer.nnodes / n_gpus_per_node when < 1
         if self.cpus_per_node is None:
-            self.cpus_per_node = topology.logical_cpus_per_node
+            self.cpus_per_node = self.topology.logical_cpus_per_node
+        require_int("LocalRayCluster.cpus_per_node", self.cpus_per_node, 1)
+        for name in ("join_timeout", "head_timeout", "stop_timeout"):
+            require_number(f"LocalRayCluster.{name}", getattr(self, name), f"seconds in (0, {MAX_TIMEOUT:g}]",
+                           low=0, high=MAX_TIMEOUT, low_open=True)
+        require_int("LocalRayCluster.object_store_bytes", self.object_store_bytes, MIN_OBJECT_STORE_BYTES)
+        if not all(isinstance(key, str) and isinstance(value, str) for key, value in dict(self.env).items()):
+            reject("LocalRayCluster.env", dict(self.env), "a mapping of variable names to strings")
         self._token = secrets.token_hex(32)
+        self._in_this_process = contextlib.ExitStack()
 
     # ------------------------------------------------------------------ what runs inside
 
@@ -155,23 +207,28 @@ class LocalRayCluster:
             RAY_ADDRESS_ENV: self.address,
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN": self._token,
+            **ray_loopback.LOOPBACK_ENVIRONMENT,  # the driver's own RPC server on loopback too
         }
 
     def join_from_this_process(self) -> dict[str, str]:
         """Set :meth:`client_environment` in this process, for a ``ray.init`` here (a driver in this process);
         returns the variables set. Ray reads its authentication mode once per process into a cached config:
         a process that imported Ray before must refresh it, as Ray itself does when it turns token
-        authentication on (``ray._raylet.Config.initialize``)."""
+        authentication on (``ray._raylet.Config.initialize``); likewise its one-machine switch, kept on
+        loopback until :meth:`stop` (:func:`verl_ext.cpu.ray_loopback.loopback_in_this_process`)."""
         environment = self.client_environment()
         os.environ.update(environment)
         from ray._raylet import Config
 
         Config.initialize("")
+        self._in_this_process.enter_context(ray_loopback.loopback_in_this_process())
         return environment
 
     def _node_environment(self, address: str) -> dict[str, str]:
         environment = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
         environment.update(self.env)
+        # `ray start` refuses a worker node under Ray's one-machine switch; the node command keeps it on loopback
+        environment.pop(ray_loopback.LOOPBACK_VARIABLE, None)
         environment.update(
             {
                 RAY_ADDRESS_ENV: address,
@@ -194,14 +251,14 @@ class LocalRayCluster:
     def start(self) -> "LocalRayCluster":
         if self.temp_dir is not None:
             raise RuntimeError("this LocalRayCluster was already started")
+        check_memory(self.topology)  # before any node: a cluster the run cannot fit in is never started
+        logs = _private_folder(self.log_dir)
         # Ray's socket paths live under the temporary folder: keep it short (107-byte limit of a socket path)
         self.temp_dir = Path(tempfile.mkdtemp(prefix="vxrc_", dir="/tmp"))
         self.marker = str(self.temp_dir)
-        logs = Path(self.log_dir) if self.log_dir else Path(f"{self.temp_dir}_logs")
-        logs.mkdir(parents=True, exist_ok=True)
         self._logs = logs
         port = _free_port()
-        address = f"127.0.0.1:{port}"
+        address = f"{ray_loopback.LOOPBACK_IP}:{port}"
         try:
             head = self._launch(0, ["--head", f"--port={port}", f"--ray-client-server-port={_free_port()}",
                                     "--include-dashboard=false", f"--dashboard-port={_free_port()}"], address)
@@ -215,18 +272,18 @@ class LocalRayCluster:
         return self
 
     def _launch(self, index: int, role_arguments: list[str], address: str) -> Node:
-        command = [
-            sys.executable, "-m", "ray.scripts.scripts", "start", "--block", *role_arguments,
+        command = ray_loopback.node_command([
+            "start", "--block", *role_arguments,
             f"--temp-dir={self.temp_dir}",
-            "--node-ip-address=127.0.0.1",
+            f"--node-ip-address={ray_loopback.LOOPBACK_IP}",
             f"--num-cpus={self.cpus_per_node}",
             f"--num-gpus={self.gpus_per_node}",
             f"--object-store-memory={self.object_store_bytes}",
             f"--dashboard-agent-listen-port={_free_port()}",
             "--disable-usage-stats",
-        ]
+        ])
         node = Node(index, command, self._logs / f"node_{index}.log")
-        with open(node.log_path, "wb") as log:
+        with os.fdopen(_open_log(node.log_path), "wb") as log:
             node.process = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
@@ -291,31 +348,70 @@ class LocalRayCluster:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         if self.log_dir is None:
             shutil.rmtree(self._logs, ignore_errors=True)
+        self._in_this_process.close()
         self.temp_dir = None
         self.address = None
         self.started_nodes = []
 
 
+def _timeout(text: str) -> float:
+    """``--join-timeout``: seconds, finite, in (0, MAX_TIMEOUT] (``nan`` would wait forever)."""
+    value = positive_float(text)
+    if value > MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, {MAX_TIMEOUT:g}], got {value:g}")
+    return value
+
+
+def _executable(command: Sequence[str]) -> Optional[str]:
+    """Why ``command`` cannot be run (None when it can): checked before any node starts."""
+    program = command[0]
+    if os.sep in program:
+        if not os.path.exists(program):
+            return f"{program}: no such file"
+        if not os.path.isfile(program):
+            return f"{program}: not a program (a folder?)"
+        if not os.access(program, os.X_OK):
+            return f"{program}: not executable"
+        return None
+    if shutil.which(program) is None:
+        return f"{program}: command not found (not on PATH)"
+    return None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv, command = split_at_double_dash(argv)
     parser = argparse.ArgumentParser(
-        prog="python -m verl_ext.cpu.local_cluster [options] -- command ...",
+        prog="python -m verl_ext.cpu.local_cluster",
+        usage="%(prog)s [--nodes N] [--gpus-per-node G] [--join-timeout SECONDS] -- command ...",
         description="Run a command inside a Ray cluster of several nodes on this machine (stopped afterwards).",
     )
-    parser.add_argument("--nodes", type=int, default=2, help="Ray nodes (trainer.nnodes; default 2)")
-    parser.add_argument("--gpus-per-node", type=int, default=1, help="logical GPUs per node (trainer.n_gpus_per_node)")
-    parser.add_argument("--join-timeout", type=float, default=DEFAULT_JOIN_TIMEOUT, help="seconds a node may take to join")
+    parser.add_argument("--nodes", type=positive_int, default=2, help="Ray nodes (trainer.nnodes; default 2)")
+    parser.add_argument("--gpus-per-node", type=positive_int, default=1,
+                        help="logical GPUs per node (trainer.n_gpus_per_node; default 1)")
+    parser.add_argument("--join-timeout", type=_timeout, default=DEFAULT_JOIN_TIMEOUT,
+                        help=f"seconds a node may take to join (default {DEFAULT_JOIN_TIMEOUT:g}, at most {MAX_TIMEOUT:g})")
     args = parser.parse_args(argv)
     if not command:
         parser.error("give the command to run after --")
+    problem = _executable(command)
+    if problem is not None:
+        parser.error(problem)
+    try:
+        cluster = LocalRayCluster(args.nodes, args.gpus_per_node, join_timeout=args.join_timeout)
+        check_memory(cluster.topology)  # LocalRayCluster.start checks it again; here it is a usage error
+    except ConfigError as error:
+        parser.error(f"--nodes {args.nodes} x --gpus-per-node {args.gpus_per_node}: {error}")
     from verl_ext.runs.monitor import sigterm_as_interrupt
 
     try:
-        with sigterm_as_interrupt(), \
-                LocalRayCluster(args.nodes, args.gpus_per_node, join_timeout=args.join_timeout) as cluster:
+        with sigterm_as_interrupt(), cluster:
             print(f"[verl-ext] local Ray cluster of {args.nodes} nodes at {cluster.address} (temporary folder "
                   f"{cluster.temp_dir})", file=sys.stderr, flush=True)
-            return subprocess.call(command, env={**os.environ, **cluster.client_environment()})
+            try:
+                return subprocess.call(command, env={**os.environ, **cluster.client_environment()})
+            except OSError as error:  # it vanished or lost its permission since the check
+                print(f"error: {command[0]}: cannot run it ({error.strerror or error})", file=sys.stderr)
+                return 2
     except ClusterStartError as error:
         print(f"[verl-ext] {error}", file=sys.stderr)
         return 1

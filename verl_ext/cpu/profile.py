@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from verl_ext.checks.arguments import split_at_double_dash
+from verl_ext.cpu.ray_loopback import LOOPBACK_REASON, LOOPBACK_VARIABLE
 from verl_ext.cpu.topology import (
     MINI_BATCH_SIZE,
     ROLLOUT_N,
@@ -57,6 +58,7 @@ ENVIRONMENT_REASONS = {
                        "default, 8, logs a warning at every put and get on a machine with fewer: ~120 lines per step)"),
     "PYTHONWARNINGS": (python_warnings(), "hide the warnings verl's imports print, in every Ray worker, about optional "
                        "engines a CPU run does not use (torchtitan, VeOmni, Megatron's Apex, ...; verl_ext.verl_warnings)"),
+    LOOPBACK_VARIABLE: ("0", LOOPBACK_REASON),
     **OFFLINE_RUN_ENVIRONMENT,
 }
 

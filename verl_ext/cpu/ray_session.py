@@ -99,6 +99,7 @@ class CPURaySession:
 
         from verl_ext.cpu.local_cluster import LocalRayCluster
         from verl_ext.cpu.platform import hold_cpu_platform
+        from verl_ext.cpu.ray_loopback import loopback_in_this_process
 
         if ray.is_initialized():
             raise RuntimeError("CPURaySession starts its own Ray cluster; Ray is already initialised in this process")
@@ -106,6 +107,7 @@ class CPURaySession:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self._set_environment()
         self._platform.enter_context(hold_cpu_platform())  # the driver here is a CPU run's driver
+        self._platform.enter_context(loopback_in_this_process())  # its Ray on loopback (verl_ext.cpu.ray_loopback)
         try:
             if self.topology.nnodes > 1:
                 # its nodes inherit this process's environment: the CPU profile's and the file logger's root

@@ -366,7 +366,9 @@ def check_staleness_keys(config: DictConfig) -> None:
     (:mod:`verl_ext.driver_checks`): the block's values always (a typo or a NaN is an error in every mode), the
     whole mode's requirements with ``trainer_mode=delayed_sync``, and outside it every key of the block set to
     another value than its default is refused, naming the key: the run would silently ignore it (the
-    ``sync_interval=20`` of a run that is on-policy)."""
+    ``sync_interval=20`` of a run that is on-policy). A ``delayed_sync`` run that resumes also gets its
+    checkpoint's state checked here, as the trainer would read it inside Ray
+    (:func:`verl_ext.staleness.checkpoint_state.check_resumed_state`)."""
     use_v1 = OmegaConf.select(config, "trainer.use_v1", default=True)
     mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default=None)
     if use_v1 and mode == TRAINER_MODE:
@@ -374,6 +376,9 @@ def check_staleness_keys(config: DictConfig) -> None:
         if steps is not None:  # the schedule counts steps with it (1e9 in Hydra is a float)
             require_int("trainer.total_training_steps", steps, 1, "The delayed_sync schedule counts steps with it.")
         delayed_sync_config_from(config)
+        from verl_ext.staleness.checkpoint_state import check_resumed_state
+
+        check_resumed_state(config)
         return
     block = read_delayed_sync_block(OmegaConf.select(config, CONFIG_KEY, default=None))
     defaults = DelayedSyncConfig()

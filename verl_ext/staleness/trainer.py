@@ -51,13 +51,13 @@ import torch
 import transfer_queue as tq
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer, register_trainer
-from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 from verl.utils import tensordict_utils as tu
 from verl.utils.debug import marked_timer
 from verl.workers.utils.padding import response_from_nested
 
 from verl_ext import metric_names
 from verl_ext.algorithms import step_metrics
+from verl_ext.checks.resume import resumed_folder
 from verl_ext.staleness.checkpoint_state import STATE_FILE, DelayedSyncState, read_state, write_state
 from verl_ext.staleness.config import TRAINER_MODE, delayed_sync_config_from, engine_gpus, engine_on_own_pool
 from verl_ext.staleness.generation_tracker import GenerationTracker, GenerationWatcher, WindowTiming
@@ -78,11 +78,6 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 GENERATION_POLL_SECONDS = 0.05
 # how often the watcher thread records the end of a generation nobody waits for (overlap)
 WATCHER_POLL_SECONDS = 0.1
-
-
-def _absolute(folder: str) -> str:
-    """A folder as verl's _load_checkpoint reads it: relative to the current folder."""
-    return folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder)
 
 
 def timing_metrics(timing: WindowTiming) -> dict[str, float]:
@@ -113,6 +108,9 @@ class DelayedSyncTrainer(PPOTrainer):
         self.weight_syncs = 0
         # every update_weights call: the start-up one, the sync points and those for validation
         self.weight_pushes = 0
+        # the global step from which this run's chain of checkpoints has followed this schedule (a resume under
+        # another schedule moves it): what a resume checks the counts against (checkpoint_state.check_counts)
+        self.schedule_since = 0
         # the version the rollout engine holds; None while it sleeps (sleep discards the weights)
         self._rollout_version: int | None = None
         self._in_training_loop = False
@@ -384,6 +382,7 @@ class DelayedSyncTrainer(PPOTrainer):
             offline=self.schedule.offline,
             weight_syncs=self.weight_syncs,
             weight_pushes=self.weight_pushes,
+            schedule_since=self.schedule_since,
         ))
         super()._save_checkpoint()
 
@@ -396,33 +395,32 @@ class DelayedSyncTrainer(PPOTrainer):
         if self.global_steps == 0:
             return
         if state is None:
+            # as if this schedule had run from the start: its sync points, and the start-up push before them
             self.weight_syncs = self.schedule.sync_count(self.global_steps - 1)
+            self.weight_pushes = self.weight_syncs + 1
             logger.warning(
                 f"delayed_sync: no {STATE_FILE} in the checkpoint of step {self.global_steps} (written by another "
-                f"trainer mode?); staleness/weight_syncs restarts from the schedule's count ({self.weight_syncs})"
+                f"trainer mode?); staleness/weight_syncs and weight_pushes restart from the schedule's counts "
+                f"({self.weight_syncs}, {self.weight_pushes})"
             )
             return
         self.weight_syncs = state.weight_syncs
         self.weight_pushes = state.weight_pushes
+        self.schedule_since = state.schedule_since
         current = (self.schedule.sync_interval, self.schedule.sync_offset, self.schedule.offline)
         if state.schedule() != current:
+            self.schedule_since = self.global_steps
             logger.warning(
                 "delayed_sync: the checkpoint was written with (sync_interval, sync_offset, offline) = "
                 f"{state.schedule()}, this run uses {current}. Batches already generated keep their behaviour version; "
                 "staleness/lag reports the measured lag, which differs from the new schedule until they are used."
             )
 
-    def _folder_to_resume(self) -> str | None:
+    def _folder_to_resume(self):
         """The ``global_step_<g>`` folder verl's ``_load_checkpoint`` resumes from, chosen as verl chooses it (the
-        tracker file with ``resume_mode=auto``, ``trainer.resume_from_path``), or None (a fresh start)."""
-        trainer = self.config.trainer
-        if trainer.resume_mode == "auto":
-            folder = find_latest_ckpt_path(_absolute(trainer.default_local_dir))
-        elif trainer.resume_mode == "resume_path" and isinstance(trainer.resume_from_path, str):
-            folder = _absolute(trainer.resume_from_path)  # verl refuses a path without global_step_ itself
-        else:
-            folder = None
-        return folder
+        tracker file with ``resume_mode=auto``, ``trainer.resume_from_path``), or None (a fresh start): the
+        driver's check chose the same one (:func:`verl_ext.checks.resume.resumed_folder`)."""
+        return resumed_folder(self.config)
 
     # ------------------------------------------------------------------ rollout engine
 
