@@ -27,6 +27,14 @@ SYNCED = "staleness/synced"  # 1.0 when the weights were pushed after this step
 WEIGHT_PUSHES = "staleness/weight_pushes"  # weight pushes so far, the start-up push included
 # mean over response tokens of log pi_behaviour - log pi_current (delayed_sync.measure_mismatch=true)
 BEHAVIOUR_MINUS_CURRENT_LOG_PROB = "staleness/behaviour_minus_current_log_prob"
+# Staleness in optimizer updates (verl_ext.staleness.update_lag): a step of M mini-batches x E epochs makes M x E
+# updates; update j of step l takes its gradient at the policy sum_{s=v(l)}^{l-1} U_s + j updates after the behaviour
+# policy. First and last update of the step, and the mean over the trained tokens (each update weighted by its
+# mini-batch's loss_mask tokens). Not logged at a step that makes no update.
+UPDATE_LAG_FIRST = "staleness/update_lag_first"
+UPDATE_LAG_LAST = "staleness/update_lag_last"
+UPDATE_LAG_TOKEN_MEAN = "staleness/update_lag_token_mean"
+OPTIMIZER_UPDATES = "staleness/optimizer_updates"  # the step's optimizer updates (M x E; 0 when it makes none)
 ZERO_VARIANCE_GROUPS_REMOVED = "staleness/zero_variance_groups_removed"
 ZERO_VARIANCE_GROUPS_REMOVED_FRACTION = "staleness/zero_variance_groups_removed_fraction"
 # Timing of each step's window: from the end of the previous step's window (the start of the training loop
