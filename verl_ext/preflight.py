@@ -119,13 +119,16 @@ def check_as_the_driver(config) -> tuple[dict, list[str]]:
     from verl.utils.device import auto_set_device
 
     from verl_ext.checkpoint_backends import tolerate_unimportable_backends
+    from verl_ext.checks.lora import vllm_lora_rank_without_vllm
     from verl_ext.driver_checks import validate_run_config
 
     auto_set_device(config)
-    # a GPU config checked here may name a checkpoint engine whose transport this machine lacks (nccl: cupy)
-    with contextlib.redirect_stdout(io.StringIO()), tolerate_unimportable_backends() as tolerated:  # validate_config prints
+    # a GPU config checked here may name a checkpoint engine whose transport this machine lacks (nccl: cupy), or a
+    # vLLM rollout with LoRA, for which verl looks the rank up in vLLM
+    with contextlib.redirect_stdout(io.StringIO()), tolerate_unimportable_backends() as tolerated, \
+            vllm_lora_rank_without_vllm(config) as lora_notes:  # validate_config prints
         resolved = validate_run_config(config)
-    return resolved, warnings_for(resolved) + tolerated.notes
+    return resolved, warnings_for(resolved) + tolerated.notes + lora_notes
 
 
 def warnings_for(resolved: dict) -> list[str]:
@@ -197,6 +200,14 @@ SUMMARY_KEYS = {
         "trainer.v1.delayed_sync.zero_variance_masking",
         "algorithm.filter_groups.enable",
         "algorithm.filter_groups.metric",
+    ),
+    "lora": (
+        "actor_rollout_ref.model.lora_rank",
+        "actor_rollout_ref.model.lora_alpha",
+        "actor_rollout_ref.model.lora_adapter_path",
+        "actor_rollout_ref.model.lora.merge",
+        "actor_rollout_ref.rollout.load_format",
+        "actor_rollout_ref.rollout.layered_summon",
     ),
     "batch": (
         "data.train_batch_size",
@@ -316,6 +327,10 @@ def summarize(resolved: dict) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         "recomputed by the current actor (bypass_mode=false) " + pairs("algorithm.rollout_correction.rollout_is", "algorithm.rollout_correction.rollout_is_threshold"),
     ))
     lines.append(("staleness", _staleness_line(s)))
+    from verl_ext.checks.lora import lora_summary
+
+    if (lora_line := lora_summary(resolved)) is not None:
+        lines.append(("lora", lora_line))
     if s["trainer.v1.delayed_sync.zero_variance_masking"] and s["trainer.v1.trainer_mode"] == "delayed_sync":
         lines.append(("zero-variance masking", "on (delayed_sync: equal-reward groups leave the batch, no refill)"))
     elif s["algorithm.filter_groups.enable"]:

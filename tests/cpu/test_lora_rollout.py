@@ -131,8 +131,12 @@ def test_the_engine_generates_with_the_pushed_adapter(tiny_assets, tmp_path):
     assert base_record["event"] == "update_base_weights" and base_record["weight_version"] is None
     assert adapter_record["event"] == "update_weights" and adapter_record["weight_version"] == 0
     assert adapter_record["num_tensors"] == len(adapter) == 2 * 7 * 2  # A and B of 7 linear layers x 2 layers
+    from verl_ext.cpu.lora import adapter_checksum
+
     held = {name: tensor for name, tensor in server.model.named_parameters() if "lora_" in name}
     assert adapter_record["adapter_checksum"] == weight_checksum(held)
+    # the actor's own names (peft's, as in verl's checkpoint) give the same checksum for the same adapter
+    assert adapter_checksum(dict(actor.named_parameters())) == adapter_record["adapter_checksum"]
     gap = lag0_gap(server, actor, prompt)
     assert abs(gap) < 1e-5, gap
     assert lag0_check(gap).ok

@@ -70,6 +70,16 @@ def base_parameter_name(pushed_name: str, targets: set[str]) -> Optional[str]:
     return next((name for name in candidates if name in targets), None)
 
 
+def adapter_checksum(named_tensors: dict[str, torch.Tensor]) -> str:
+    """The checksum of the LoRA tensors among ``named_tensors``, by the model's own names: the engine's injected
+    parameters (``<module>.lora_A.default.weight``) and the actor's checkpoint (``base_model.model.<module>...``) give
+    the same for the same adapter."""
+    from verl_ext.cpu.weight_checksum import weight_checksum
+
+    return weight_checksum({name[len(PEFT_PREFIX):] if name.startswith(PEFT_PREFIX) else name: tensor
+                            for name, tensor in named_tensors.items() if ADAPTER_MARK in "." + name})
+
+
 class RolloutLoRA:
     """The LoRA side of one CPU rollout server (adapter mode only; see the module docstring)."""
 
