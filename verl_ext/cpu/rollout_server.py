@@ -51,7 +51,7 @@ from verl_ext.cpu.generation import (
     sampling_key,
     sampling_request_from_params,
 )
-from verl_ext.cpu.lora import RolloutLoRA, lora_as_adapter
+from verl_ext.cpu.lora import RolloutLoRA, adapter_checksum, lora_as_adapter
 from verl_ext.rollout_events import RolloutEventLog
 from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest, weight_checksum
 from verl_ext.seeding import derive_seed
@@ -423,7 +423,7 @@ class CPURolloutServer:
                 self.lora.loaded = False  # new base weights: the adapter that goes with them comes next
             self.checksum = weight_checksum(self._parameters())
             lora_fields = {} if not self.lora.enabled else {
-                "adapter_checksum": weight_checksum(self.lora.adapter_parameters()) if self.lora.config else None,
+                "adapter_checksum": adapter_checksum(self.lora.adapter_parameters()) if self.lora.config else None,
                 "adapter_version": self.lora.adapter_version}
             if update["base_sync"]:
                 # the base weights an adapter push completes (verl's one-time base sync): not a version yet
