@@ -546,11 +546,13 @@ class DelayedSyncTrainer(PPOTrainer):
 
     def _update_lag_metrics(self, batch: KVBatchMeta, behaviour_version: int) -> dict:
         """The step's lag counted in optimizer updates (:mod:`verl_ext.staleness.update_lag`): verl's split of the
-        batch it just trained into updates, each weighted by its mini-batch's ``loss_mask`` tokens."""
+        batch it just trained into updates, each weighted by its mini-batch's ``loss_mask`` tokens; and the step lag
+        weighted by those tokens (each trajectory's version: its ``max_global_steps`` tag)."""
         step = self.global_steps - 1
         updated = not (self._prepared_step is not None and self._prepared_step.update_skipped) and (
             self.config.trainer.critic_warmup <= self.global_steps)
         tokens: list[int] = []
+        weighted: list[tuple[int, int]] = []  # (trained tokens, version) of each trajectory
         if updated:
             actor = self.config.actor_rollout_ref.actor
             data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["loss_mask"])
@@ -564,6 +566,8 @@ class DelayedSyncTrainer(PPOTrainer):
                 seed=int(actor.data_loader_seed),
             )
             tokens = [sum(row_tokens[row] for row in rows) for rows in groups]
+            weighted = [(count, tag["max_global_steps"]) for count, tag in zip(row_tokens, batch.tags)
+                        if not tag.get("is_padding", False) and tag.get("max_global_steps") is not None]
         if self.update_counter.first_step is None and step > 0 and self.delayed_sync.zero_variance_masking:
             logger.warning(
                 f"delayed_sync: resumed at step {step}; staleness/update_lag_* count "
@@ -572,6 +576,9 @@ class DelayedSyncTrainer(PPOTrainer):
         lag = update_lag(self.update_counter.between(behaviour_version, step), tokens)
         self.update_counter.record(step, len(tokens))
         metrics = {metric_names.OPTIMIZER_UPDATES: float(len(tokens))}
+        if sum(count for count, _ in weighted) > 0:
+            metrics[metric_names.LAG_TOKEN_MEAN] = step - sum(count * version for count, version in weighted) / sum(
+                count for count, _ in weighted)
         if lag is not None:
             metrics.update({
                 metric_names.UPDATE_LAG_FIRST: float(lag.first),
