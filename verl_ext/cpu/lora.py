@@ -71,12 +71,13 @@ def base_parameter_name(pushed_name: str, targets: set[str]) -> Optional[str]:
 
 
 def adapter_checksum(named_tensors: dict[str, torch.Tensor]) -> str:
-    """The checksum of the LoRA tensors among ``named_tensors``, by the model's own names: the engine's injected
-    parameters (``<module>.lora_A.default.weight``) and the actor's checkpoint (``base_model.model.<module>...``) give
-    the same for the same adapter."""
+    """The checksum of the LoRA tensors among ``named_tensors``, by the engine's names: its injected parameters
+    (``<module>.lora_A.default.weight``), the actor's parameters or checkpoint (``base_model.model.<module>
+    .lora_A.default.weight``) and a saved adapter file (``base_model.model.<module>.lora_A.weight``) give the same
+    for the same adapter."""
     from verl_ext.cpu.weight_checksum import weight_checksum
 
-    return weight_checksum({name[len(PEFT_PREFIX):] if name.startswith(PEFT_PREFIX) else name: tensor
+    return weight_checksum({adapter_parameter_name(name): tensor
                             for name, tensor in named_tensors.items() if ADAPTER_MARK in "." + name})
 
 
