@@ -79,8 +79,9 @@ def test_a_parser_with_stop_tokens_is_refused_on_the_cpu_rollout():
 
 
 def test_the_tiny_task_rule_and_parser(tiny_assets):
-    """A turn with a digit calls next_number with its last digit; the tool counts on by one; verl's parser registry
-    has the tiny parser (registered by the plugin when verl imports its parsers)."""
+    """A turn that does not end the answer calls next_number with its last digit (0 without one), a turn ending with
+    the end-of-turn token calls nothing; the tool counts on by one; verl's parser registry has the tiny parser
+    (registered by the plugin when verl imports its parsers)."""
     import asyncio
     import json
 
@@ -89,15 +90,16 @@ def test_the_tiny_task_rule_and_parser(tiny_assets):
 
     from verl_ext.tiny import count_tool
 
-    assert count_tool.call_in_turn("count 1 2") == 2 and count_tool.call_in_turn("count") is None
+    assert count_tool.call_in_turn("count 1 2", ended=False) == 2 and count_tool.call_in_turn("count", ended=False) == 0
+    assert count_tool.call_in_turn("1 2", ended=True) is None
     assert count_tool.next_number(4) == "5"
     with pytest.raises(TypeError):
         count_tool.next_number("4")
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_assets / "model"))
     parser = ToolParser.get_tool_parser(count_tool.PARSER_NAME, tokenizer)
-    text, calls = asyncio.run(parser.extract_tool_calls(tokenizer.encode("1 3<|im_end|>")))
+    text, calls = asyncio.run(parser.extract_tool_calls(tokenizer.encode("1 3")))
     assert [(call.name, json.loads(call.arguments)) for call in calls] == [("next_number", {"number": 3})]
-    assert asyncio.run(parser.extract_tool_calls(tokenizer.encode("count")))[1] == []
+    assert asyncio.run(parser.extract_tool_calls(tokenizer.encode("1 3<|im_end|>")))[1] == []
     # the chat template renders a tool answer as a user turn the tiny vocabulary can encode
     tokenizer.chat_template = count_tool.CHAT_TEMPLATE
     ids = tokenizer.apply_chat_template([{"role": "user", "content": "count 3"}, {"role": "assistant", "content": "1"},

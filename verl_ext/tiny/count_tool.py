@@ -3,10 +3,11 @@
 The multi-turn twin of :mod:`verl_ext.tiny.task` (same prompts ``count n``, same ground truth ``1 2 ... n``, same
 reward), for verl's tool agent loop on the CPU backend. The rule of the game, all of it here:
 
-- **A tool call** is an assistant turn that contains a digit: the turn calls ``next_number`` with its *last*
-  digit (:func:`call_in_turn`); a turn without a digit calls nothing and ends the trajectory. The tiny model's
-  vocabulary has no room for a JSON call syntax; a random model writes a digit in almost every turn, so almost
-  every trajectory runs to ``multi_turn.max_assistant_turns``.
+- **A tool call** is an assistant turn that does not end the answer: a turn cut by its token cap (no end-of-turn
+  token) calls ``next_number`` with its *last* digit, 0 when it wrote none (:func:`call_in_turn`); a turn that ends
+  with ``<|im_end|>`` calls nothing and ends the trajectory. The tiny model's vocabulary has no room for a JSON call
+  syntax; a random model seldom ends a turn within a few tokens, so most trajectories run to
+  ``multi_turn.max_assistant_turns``, and a trained one can answer in one turn or count with the calculator.
 - **The tool** (:func:`next_number`) answers ``number + 1``: a calculator that counts on by one.
 - **The reward** is the counting task's, over the whole trajectory: the response the reward function reads holds
   every assistant turn and every tool answer, in order, so "1" (model) "2" (tool) "3" (model) counts to 3 and
@@ -54,7 +55,10 @@ def next_number(number: int) -> str:
     return str(number + 1)
 
 
-def call_in_turn(text: str) -> Optional[int]:
-    """The argument of the turn's tool call (its last digit), or None: a turn without a digit calls nothing."""
+def call_in_turn(text: str, ended: bool) -> Optional[int]:
+    """The argument of the turn's tool call (its last digit, 0 without one), or None when the turn ``ended`` the
+    answer (its last token is the end-of-turn token): that turn calls nothing."""
+    if ended:
+        return None
     digits = DIGIT.findall(text)
-    return int(digits[-1]) if digits else None
+    return int(digits[-1]) if digits else 0

@@ -1,5 +1,5 @@
 """The ``tiny_count`` tool parser (``actor_rollout_ref.rollout.multi_turn.format=tiny_count``): an assistant turn
-with a digit calls ``next_number`` with its last digit (:mod:`verl_ext.tiny.count_tool`). Registered in verl's
+that does not end with the end-of-turn token calls ``next_number`` with its last digit (:mod:`verl_ext.tiny.count_tool`). Registered in verl's
 ``ToolParser`` registry when verl imports its tool-parser module (:mod:`verl_ext.plugin`)."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from verl_ext.tiny import count_tool
 class TinyCountToolParser(ToolParser):
     async def extract_tool_calls(self, responses_ids: list[int], tools=None) -> tuple[str, list[FunctionCall]]:
         text = self.tokenizer.decode(responses_ids, skip_special_tokens=True)
-        number = count_tool.call_in_turn(text)
+        ended = bool(responses_ids) and responses_ids[-1] == self.tokenizer.eos_token_id
+        number = count_tool.call_in_turn(text, ended)
         if number is None:
             return text, []
         return text, [FunctionCall(name=count_tool.TOOL_NAME, arguments=json.dumps({"number": number}))]
