@@ -33,6 +33,8 @@ from omegaconf import OmegaConf
 
 from verl_ext.checks.batch_arithmetic import check_batch_arithmetic
 from verl_ext.checks.resume import check_resume
+from verl_ext.checks.lora import check_lora
+from verl_ext.checks.tools import check_tools
 from verl_ext.checks.values import ConfigError, reject, require_int, require_number
 
 RED_DROP_SEED = "algorithm.red_drop_seed"
@@ -60,6 +62,8 @@ def check_run_config(config) -> dict:
     check_staleness_keys(config)
     check_algorithm_keys(config)
     check_resume(config)  # the checkpoint it resumes from exists and fits its world size (verl_ext.checks.resume)
+    check_lora(config)  # LoRA settings verl would ignore (verl_ext.checks.lora)
+    check_tools(config)  # a multi-turn tool configuration that cannot run (verl_ext.checks.tools)
     seed = OmegaConf.select(config, RED_DROP_SEED, default=None)
     if seed is not None:
         require_int(RED_DROP_SEED, seed, 0, "RED-Drop seeds its generator with it (null: the default seed 1).")

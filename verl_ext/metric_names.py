@@ -35,6 +35,18 @@ BEHAVIOUR_MINUS_CURRENT_LOG_PROB_FORWARD_PASS = "staleness/behaviour_minus_curre
 # the first mini-batch's response tokens of log pi_behaviour - log pi_current, and the number of those tokens.
 UPDATE_MISMATCH_GAP_SUM = "verl_ext_mismatch/gap_sum"
 UPDATE_MISMATCH_TOKENS = "verl_ext_mismatch/tokens"
+# Staleness in optimizer updates (verl_ext.staleness.update_lag): a step of M mini-batches x E epochs makes M x E
+# updates; update j of step l takes its gradient at the policy sum_{s=v(l)}^{l-1} U_s + j updates after the behaviour
+# policy. First and last update of the step, and the mean over the trained tokens (each update weighted by its
+# mini-batch's loss_mask tokens). Not logged at a step that makes no update.
+UPDATE_LAG_FIRST = "staleness/update_lag_first"
+UPDATE_LAG_LAST = "staleness/update_lag_last"
+UPDATE_LAG_TOKEN_MEAN = "staleness/update_lag_token_mean"
+OPTIMIZER_UPDATES = "staleness/optimizer_updates"  # the step's optimizer updates (M x E; 0 when it makes none)
+# staleness/lag weighted by tokens instead of trajectories: the mean over the trained (loss_mask) tokens of the step
+# minus the version that generated their trajectory (verl's max_global_steps tag: the last turn's); a long multi-turn
+# trajectory weighs as many tokens as it trains
+LAG_TOKEN_MEAN = "staleness/lag_token_mean"
 ZERO_VARIANCE_GROUPS_REMOVED = "staleness/zero_variance_groups_removed"
 ZERO_VARIANCE_GROUPS_REMOVED_FRACTION = "staleness/zero_variance_groups_removed_fraction"
 # Timing of each step's window: from the end of the previous step's window (the start of the training loop
@@ -73,6 +85,10 @@ EPOCH = "training/epoch"
 # rollout resumed across pushes) version that generated their tokens; per step, over the batch's trajectories.
 TRAJECTORY_STALENESS_MEAN = "training/off_policy/trajectory_staleness/mean"
 TRAJECTORY_STALENESS_WORST_MAX = "training/off_policy/trajectory_staleness_worst/max"
+# max_global_steps - min_global_steps + 1 of each trajectory: how many policy versions generated its turns (1: one)
+TRAJECTORY_SPANS_MAX = "training/off_policy/trajectory_spans/max"
+# verl/trainer/ppo/metric_utils.py: turns per trajectory (the prompt counts as one: 2 for a single-turn response)
+NUM_TURNS_MEAN = "num_turns/mean"
 
 # verl_ext.cpu.checkpoint_engine (checkpoint-engine backend gloo): returned by each push, logged by verl at the
 # step of the push (delayed_sync's sync points; every step in separate_async)

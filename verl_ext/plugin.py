@@ -13,7 +13,8 @@ hook): a process that never builds a loss, a rollout or a trainer does not pay f
 - when verl imports its rollout registries or ``CheckpointEngineRegistry``: the ``cpu`` rollout and the
   ``gloo`` checkpoint engine (:mod:`verl_ext.cpu.registration`);
 - when verl imports its v1 trainer: ``trainer.v1.trainer_mode=delayed_sync`` (:mod:`verl_ext.staleness`);
-- when verl imports its single-turn agent loop: the seeded agent loop (:mod:`verl_ext.seeded_agent_loop`).
+- when verl imports its single-turn agent loop: the seeded agent loops (:mod:`verl_ext.seeded_agent_loop`);
+- when verl imports its tool parsers: the tiny counting task's (:mod:`verl_ext.tools.count_parser`).
 
 verl swallows an exception raised while it loads this module (it logs it at DEBUG level), so a broken plugin
 shows up later as "unknown loss mode"; an error inside a deferred registration is raised by the import that
@@ -28,6 +29,7 @@ from verl_ext.staleness import register_staleness
 
 VERL_LOSS_REGISTRY_MODULE = "verl.trainer.ppo.core_algos"
 VERL_SINGLE_TURN_MODULE = "verl.experimental.agent_loop.single_turn_agent_loop"
+VERL_TOOL_PARSER_MODULE = "verl.experimental.agent_loop.tool_parser"
 
 
 def _register_algorithms(_core_algos) -> None:
@@ -41,8 +43,13 @@ def _register_seeded_agent_loop(_single_turn_module) -> None:
     import verl_ext.seeded_agent_loop  # noqa: F401
 
 
+def _register_tool_parsers(_tool_parser_module) -> None:
+    import verl_ext.tools.count_parser  # noqa: F401  (its @ToolParser.register)
+
+
 register_cpu_backend()
 wrapt.register_post_import_hook(_register_algorithms, VERL_LOSS_REGISTRY_MODULE)
 register_staleness()
 wrapt.register_post_import_hook(_register_seeded_agent_loop, VERL_SINGLE_TURN_MODULE)
+wrapt.register_post_import_hook(_register_tool_parsers, VERL_TOOL_PARSER_MODULE)
 install_driver_checks()

@@ -172,6 +172,14 @@ SUMMARY_KEYS = {
         "algorithm.filter_groups.enable",
         "algorithm.filter_groups.metric",
     ),
+    "lora": (
+        "actor_rollout_ref.model.lora_rank",
+        "actor_rollout_ref.model.lora_alpha",
+        "actor_rollout_ref.model.lora_adapter_path",
+        "actor_rollout_ref.model.lora.merge",
+        "actor_rollout_ref.rollout.load_format",
+        "actor_rollout_ref.rollout.layered_summon",
+    ),
     "batch": (
         "data.train_batch_size",
         "actor_rollout_ref.rollout.n",
@@ -290,6 +298,10 @@ def summarize(resolved: dict) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         "recomputed by the current actor (bypass_mode=false) " + pairs("algorithm.rollout_correction.rollout_is", "algorithm.rollout_correction.rollout_is_threshold"),
     ))
     lines.append(("staleness", _staleness_line(s)))
+    from verl_ext.checks.lora import lora_summary
+
+    if (lora_line := lora_summary(resolved)) is not None:
+        lines.append(("lora", lora_line))
     if s["trainer.v1.delayed_sync.zero_variance_masking"] and s["trainer.v1.trainer_mode"] == "delayed_sync":
         lines.append(("zero-variance masking", "on (delayed_sync: equal-reward groups leave the batch, no refill)"))
     elif s["algorithm.filter_groups.enable"]:

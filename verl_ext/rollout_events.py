@@ -3,14 +3,17 @@
 The rollout server appends a record whenever its weights change state, so a test (or the staleness
 trainer's checks) can read back, after a run, exactly which weights generated which requests:
 
-``{"event": "initialized" | "sleep" | "wake_up" | "update_weights" | "update_aborted" | "generate_rejected",
+``{"event": "initialized" | "sleep" | "wake_up" | "update_weights" | "update_base_weights" | "update_aborted" |
+   "generate_rejected",
    "time": unix seconds, "replica_rank": int,
    "weights": "dummy" | "checkpoint" | "pushed" | "discarded" | "allocated" | "incomplete",
    "weight_version": global step of the last push (or null), "weight_checksum": str or null,
    "requests_served": requests generated since the previous record, ...event-specific fields}``
 
 ``update_weights`` records also carry ``previous_checksum``, ``transfer_checksum`` (of the tensors as
-received, equal to the sender's) and ``num_tensors``; ``sleep`` records carry ``level``; ``update_aborted``
+received, equal to the sender's) and ``num_tensors``; with LoRA adapter pushes (:mod:`verl_ext.cpu.lora`) also
+``adapter_checksum`` (of the adapter's tensors the engine then holds) and ``adapter_version``, and verl's one-time
+push of the base weights before the first adapter is an ``update_base_weights`` record (no new version); ``sleep`` records carry ``level``; ``update_aborted``
 (a push that failed part-way) carries ``reason`` and ``tensors_loaded``; ``initialized`` records carry
 ``node_id`` (the Ray node of the replica, hence of its trainer rank) and ``pid``. Several replicas append to
 one log, each record naming its ``replica_rank``.
@@ -27,7 +30,8 @@ from typing import Any
 
 from verl_ext.jsonl import json_lines
 
-EVENT_NAMES = ("initialized", "sleep", "wake_up", "update_weights", "update_aborted", "generate_rejected")
+EVENT_NAMES = ("initialized", "sleep", "wake_up", "update_weights", "update_base_weights", "update_aborted",
+               "generate_rejected")
 
 
 class RolloutEventLog:

@@ -15,7 +15,8 @@ carries its own seed, derived from what identifies the response and nothing else
 - ``prompt_digest``: sha256 of the prompt's token ids at this turn, so two prompts that share an index
   (a dataset without ``extra_info.index``: verl sets 0) still get different seeds;
 - ``session``: which of the ``rollout.n`` responses to the prompt (verl's ``session_id``, 0..n-1);
-- ``turn``: the how-many-th generation call of that response (0 for a single-turn agent).
+- ``turn``: the how-many-th generation call of that response (0 for a single-turn agent; 0, 1, 2, ... for the
+  turns of a multi-turn tool agent).
 
 H is sha256 over a canonical JSON encoding, so the seed is the same in every process, Python version and
 platform (unlike ``hash()``, salted per process). Not in it: the prompt's ``uid`` (verl draws it with
@@ -39,6 +40,8 @@ from typing import Any, Sequence
 # verl agent-loop name of verl_ext.seeded_agent_loop.SeededSingleTurnAgentLoop
 # (actor_rollout_ref.rollout.agent.default_agent_loop)
 SEEDED_AGENT_LOOP = "seeded_single_turn_agent"
+# ... and of verl_ext.seeded_agent_loop.SeededToolAgentLoop: verl's multi-turn tool agent loop, a seed per turn
+SEEDED_TOOL_AGENT_LOOP = "seeded_tool_agent"
 SEED_BITS = 63  # a non-negative int64: what torch.Generator.manual_seed and vLLM's SamplingParams.seed accept
 
 

@@ -218,6 +218,19 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
     VerlInternal("verl.workers.rollout.base", "_ROLLOUT_REGISTRY", ATTRIBUTE_WRITE,
                  f"rollout 'cpu' -> CPUServerAdapter ({NO_PUBLIC_HOOK}: no function adds to this dict)",
                  "verl_ext/cpu/registration.py", read_in=("verl.workers.rollout.base:get_rollout_class",)),
+    VerlInternal("verl.single_controller.base.worker_group", "WorkerGroup._dispatch_info", ATTRIBUTE_READ,
+                 "the actor's data-parallel ranks (what verl's _balance_batch reads in the same step), to split the "
+                 "step's batch into optimizer updates as verl's workers do: staleness/update_lag_*", DELAYED_SYNC,
+                 instance_attribute=True, read_in=(f"{TRAINER}:PPOTrainer._balance_batch",)),
+    VerlInternal("verl.experimental.agent_loop.tool_parser", "ToolParser._registry", ATTRIBUTE_READ,
+                 "which tool parsers are registered (multi_turn.format is refused before Ray otherwise): verl's "
+                 "get_tool_parser raises on an unknown name, inside the agent-loop workers, and lists nothing",
+                 "verl_ext/checks/tools.py",
+                 read_in=("verl.experimental.agent_loop.tool_parser:ToolParser.get_tool_parser",)),
+    VerlInternal("verl.experimental.agent_loop.agent_loop", "_agent_loop_registry", ATTRIBUTE_READ,
+                 "which agent loops are registered (agent.default_agent_loop is refused before Ray otherwise): verl "
+                 "asserts it only in the agent-loop workers", "verl_ext/checks/tools.py",
+                 read_in=("verl.experimental.agent_loop.agent_loop:AgentLoopWorker._run_agent_loop",)),
     VerlInternal("verl.checkpoint_engine.base", "CheckpointEngineRegistry._registry", ATTRIBUTE_READ,
                  "which backends are registered (the driver's check names them; gloo refuses to replace another "
                  "class): the registry's public get() raises on an unknown name and lists nothing",

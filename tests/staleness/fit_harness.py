@@ -70,9 +70,11 @@ class Run:
         reward=session_reward,
         background_seconds_per_group: float | None = None,
         seconds_per_update: float = 0.0,
+        trained_tokens=None,
     ):
         """``background_seconds_per_group``: generate in a background thread, that long per prompt group
-        (verl's real agent loop also returns before generating); None: at once, inside the submission."""
+        (verl's real agent loop also returns before generating); None: at once, inside the submission.
+        ``trained_tokens(index, session)``: how many response tokens the loss trains (default: all)."""
         from verl_ext.staleness.trainer import DelayedSyncTrainer
         from verl_ext.tiny.tokenizer import build_tokenizer
 
@@ -82,9 +84,10 @@ class Run:
         self.rollout = StandInRollout(self.actor, resident=config.actor_rollout_ref.rollout.free_cache_engine is False)
         n = config.actor_rollout_ref.rollout.n
         if background_seconds_per_group is None:
-            self.agent_loop = StandInAgentLoop(self.rollout, n=n, reward=reward)
+            self.agent_loop = StandInAgentLoop(self.rollout, n=n, reward=reward, trained_tokens=trained_tokens)
         else:
-            self.agent_loop = BackgroundAgentLoop(self.rollout, n=n, reward=reward, seconds_per_group=background_seconds_per_group)
+            self.agent_loop = BackgroundAgentLoop(self.rollout, n=n, reward=reward, trained_tokens=trained_tokens,
+                                                  seconds_per_group=background_seconds_per_group)
         trainer = DelayedSyncTrainer(config)
         trainer.tokenizer, trainer.processor = build_tokenizer(), None
         trainer._init_dataloader()

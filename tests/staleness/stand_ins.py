@@ -205,10 +205,13 @@ class StandInAgentLoop:
     training step ``step`` (the trainer's tag; None for validation), put on the response's last token.
     """
 
-    def __init__(self, rollout: StandInRollout, n: int, reward=session_reward):
+    def __init__(self, rollout: StandInRollout, n: int, reward=session_reward, trained_tokens=None):
         self.rollout = rollout
         self.n = n
         self.reward = reward
+        # trained_tokens(index, session): how many of the response's tokens the loss trains (response_mask 1, the
+        # others 0, as a tool's output in a multi-turn response); None: all of them
+        self.trained_tokens = trained_tokens
         # per prompt group: {"uid", "index", "step", "partition", "weights", "label", "global_steps"}
         self.generated: list[dict] = []
 
@@ -233,11 +236,13 @@ class StandInAgentLoop:
             input_ids = torch.cat([prompts, responses])
             rm_scores = torch.zeros(RESPONSE_LENGTH)
             rm_scores[-1] = self.reward(step, index, session)
+            trained = RESPONSE_LENGTH if self.trained_tokens is None else self.trained_tokens(index, session)
+            mask = (torch.arange(RESPONSE_LENGTH) < trained).to(torch.int64)
             trajectory = {
                 "prompts": prompts,
                 "responses": responses,
-                "response_mask": torch.ones(RESPONSE_LENGTH, dtype=torch.int64),
-                "loss_mask": torch.ones(RESPONSE_LENGTH, dtype=torch.int64),  # verl's agent loop: = response_mask
+                "response_mask": mask,
+                "loss_mask": mask,  # verl's agent loop: = response_mask
                 "rollout_log_probs": torch.full((RESPONSE_LENGTH,), log_prob_at(weights)),
                 "rm_scores": rm_scores,
                 "input_ids": input_ids,
@@ -285,8 +290,9 @@ class BackgroundAgentLoop(StandInAgentLoop):
     rollout refuses it). An error is kept in ``errors`` and the group marked failed, so the trainer goes on
     and the test sees it."""
 
-    def __init__(self, rollout: StandInRollout, n: int, reward=session_reward, seconds_per_group: float = 0.02):
-        super().__init__(rollout, n, reward)
+    def __init__(self, rollout: StandInRollout, n: int, reward=session_reward, seconds_per_group: float = 0.02,
+                 trained_tokens=None):
+        super().__init__(rollout, n, reward, trained_tokens)
         self.seconds_per_group = seconds_per_group
         self.errors: list[str] = []
         self._queue: queue.Queue = queue.Queue()

@@ -92,3 +92,34 @@ def test_the_table_of_any_run_length_is_bounded(capsys, steps):
 def test_json_streams_up_to_the_cap(capsys):
     rows = run_json(capsys, "--sync-interval", "4", "--steps", "20000")
     assert len(rows) == 20000 and rows[-1] == {"step": 19999, "behaviour_version": 19996, "lag": 3, "synced": True}
+
+
+@pytest.mark.parametrize("mini_batches, epochs", [(2, 2), (4, 1), (1, 3)])
+def test_update_lags_in_json(capsys, mini_batches, epochs):
+    """--mini-batches/--epochs add the step's first and last optimizer update counted from the behaviour policy:
+    U k and U k + U - 1 for a batch k steps old, U = M x E (verl_ext.staleness.update_lag)."""
+    from verl_ext.staleness.update_lag import scheduled_update_lag
+
+    rows = run_json(capsys, "--sync-interval", "3", "--sync-offset", "1", "--steps", "10",
+                    "--mini-batches", str(mini_batches), "--epochs", str(epochs))
+    updates = mini_batches * epochs
+    for row in rows:
+        lag = scheduled_update_lag(row["lag"], mini_batches, epochs)
+        assert (row["update_lag_first"], row["update_lag_last"]) == (lag.first, lag.last)
+        assert (lag.first, lag.last) == (updates * row["lag"], updates * row["lag"] + updates - 1)
+
+
+def test_update_lags_in_the_table(capsys):
+    assert schedule_main(["--sync-interval", "3", "--sync-offset", "1", "--steps", "7", "--mini-batches", "2",
+                          "--epochs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "update lag" in out and "12..15" in out  # step 5: lag 3, updates 12..15
+    assert "4 optimizer update(s) per step" in out and "0..15" in out
+
+
+@pytest.mark.parametrize("args", [["--mini-batches", "0"], ["--epochs", "-1"], ["--epochs", "1.5"]])
+def test_bad_update_counts_exit_with_usage_error(capsys, args):
+    with pytest.raises(SystemExit) as exit_info:
+        schedule_main(["--steps", "3", *args])
+    assert exit_info.value.code == 2
+    assert "error:" in capsys.readouterr().err

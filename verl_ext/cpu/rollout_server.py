@@ -55,6 +55,7 @@ from verl_ext.cpu.generation import (
     sampling_key,
     sampling_request_from_params,
 )
+from verl_ext.cpu.lora import RolloutLoRA, adapter_checksum, lora_as_adapter
 from verl_ext.rollout_events import RolloutEventLog
 from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest, weight_checksum
 from verl_ext.seeding import derive_seed
@@ -119,12 +120,10 @@ def check_engine_options(options: dict[str, Any]) -> None:
             reject(key, value, "a number of seconds >= 0")
 
 
-def sleep_level(rollout_mode_value: str) -> int:
-    """The vLLM sleep level verl uses: 2 (discard weights) in hybrid mode, 1 (keep weights) otherwise.
-
-    (verl's vLLM server also uses level 1 for LoRA adapters; this backend does not take adapter pushes.)
-    """
-    return 2 if rollout_mode_value == "hybrid" else 1
+def sleep_level(rollout_mode_value: str, lora_adapter: bool = False) -> int:
+    """The vLLM sleep level verl uses: 2 (discard weights) in hybrid mode, 1 (keep weights) otherwise, and 1 when
+    verl pushes LoRA adapters (its vLLM server keeps the base weights, which only the first push sends)."""
+    return 2 if rollout_mode_value == "hybrid" and not lora_adapter else 1
 
 
 class CPURolloutServer:
@@ -149,6 +148,8 @@ class CPURolloutServer:
         self.unseeded_requests = 0  # requests that came without a sampling seed (each gets one from the server)
         self.dtype = _torch_dtype(self.config.dtype)
         self.model = self._build_model()
+        # LoRA adapter pushes (verl_ext.cpu.lora): in adapter mode the layers are injected at the first push
+        self.lora = RolloutLoRA(self.model, enabled=lora_as_adapter(self.model_config))
         self._parameter_shapes = {name: p.shape for name, p in self._parameters().items()}
         self.eos_token_ids = self._eos_token_ids()
         self.pad_token_id = self._pad_token_id()
@@ -329,6 +330,8 @@ class CPURolloutServer:
                 "but update_weights has not filled them",
                 INCOMPLETE: "the last weight push failed part-way, so the weights mix two versions",
             }.get(self.weights, f"weights are {self.weights!r}")
+        else:
+            problem = self.lora.missing_adapter_problem()
         if problem is not None:
             self._record("generate_rejected", request_ids=request_ids, reason=problem)
             raise RolloutWeightsUnavailable(
@@ -345,7 +348,8 @@ class CPURolloutServer:
         if mode == "standalone":
             return
         async with self._engine_lock:
-            level = sleep_level(mode)
+            level = sleep_level(mode, self.lora.enabled)
+            self.lora.loaded = False  # as every sleep discards what a push must restore, the adapter is re-pushed
             if level == 2 and self.weights != DISCARDED:
                 for parameter in self._parameters().values():
                     parameter.data = torch.empty(0, dtype=parameter.dtype)
@@ -369,9 +373,16 @@ class CPURolloutServer:
                 self.asleep = False
             self._record("wake_up", tags=tags)
 
-    async def begin_weight_update(self) -> None:
-        """Open a weight push. Pushing into weights discarded by sleep and not re-allocated is an error."""
+    async def begin_weight_update(self, peft_config: Optional[dict[str, Any]] = None, adapter: bool = False) -> None:
+        """Open a weight push. Pushing into weights discarded by sleep and not re-allocated is an error.
+
+        ``peft_config`` (verl's LoRA adapter mode, :mod:`verl_ext.cpu.lora`): the push's adapter structure; with
+        ``adapter`` it carries the adapter's tensors, without it the base weights (verl's one-time base sync)."""
+        if adapter and peft_config is None:
+            raise ValueError("an adapter push needs the adapter's peft_config")
         async with self._engine_lock:
+            if peft_config is not None and self.lora.prepare(peft_config):
+                self._parameter_shapes = {name: p.shape for name, p in self._parameters().items()}
             if self.weights == DISCARDED:
                 raise RolloutWeightsUnavailable(
                     f"CPU rollout replica {self.replica_rank}: update_weights after sleep() discarded the weights "
@@ -379,7 +390,8 @@ class CPURolloutServer:
                 )
             if self._update is not None:
                 raise RuntimeError(f"CPU rollout replica {self.replica_rank}: a weight push is already open")
-            self._update = {"digests": {}, "previous_checksum": self.checksum, "previous_weights": self.weights}
+            self._update = {"digests": {}, "previous_checksum": self.checksum, "previous_weights": self.weights,
+                            "adapter": adapter, "base_sync": peft_config is not None and not adapter}
 
     async def load_weight_bucket(self, named_tensors: list[tuple[str, torch.Tensor]]) -> int:
         """Copy one bucket of ``(name, tensor)`` pairs into the held weights; returns how many it took."""
@@ -388,12 +400,10 @@ class CPURolloutServer:
         targets = self.model.state_dict(keep_vars=True)
         async with self._engine_lock:
             for name, tensor in named_tensors:
-                if name not in targets:
-                    raise KeyError(
-                        f"CPU rollout replica {self.replica_rank}: pushed weight {name!r} is not a weight of "
-                        f"{type(self.model).__name__}"
-                    )
-                target = targets[name]
+                try:
+                    target = targets[self.lora.target(name, self._update["adapter"], targets)]
+                except KeyError as error:
+                    raise KeyError(f"CPU rollout replica {self.replica_rank}: {error.args[0]}") from None
                 if tuple(target.shape) != tuple(tensor.shape):
                     raise ValueError(
                         f"pushed weight {name!r} has shape {tuple(tensor.shape)}, the rollout model has "
@@ -411,13 +421,23 @@ class CPURolloutServer:
             raise RuntimeError("finish_weight_update without begin_weight_update")
         update, self._update = self._update, None
         received = set(update["digests"])
-        parameter_names = set(self._parameters())
-        missing = sorted(parameter_names - received)
-        if missing and update["previous_weights"] not in USABLE_WEIGHTS:
-            raise RolloutWeightsUnavailable(
-                f"CPU rollout replica {self.replica_rank}: the push left {len(missing)} weights uninitialised "
-                f"(first: {missing[:3]})"
-            )
+        adapter_names = set(self.lora.adapter_parameters())
+        if update["adapter"]:
+            pushed = {self.lora.target(name, True, adapter_names) for name in received}
+            missing = sorted(adapter_names - pushed)
+            if missing:
+                raise RolloutWeightsUnavailable(
+                    f"CPU rollout replica {self.replica_rank}: the LoRA adapter push left {len(missing)} adapter "
+                    f"tensors unfilled (first: {missing[:3]})")
+        else:
+            parameter_names = set(self._parameters()) - adapter_names
+            targets = self.model.state_dict(keep_vars=True)
+            missing = sorted(parameter_names - {self.lora.target(name, False, targets) for name in received})
+            if missing and update["previous_weights"] not in USABLE_WEIGHTS:
+                raise RolloutWeightsUnavailable(
+                    f"CPU rollout replica {self.replica_rank}: the push left {len(missing)} weights uninitialised "
+                    f"(first: {missing[:3]})"
+                )
         transfer_checksum = combine_digests(update["digests"])
         if transfer_checksum != sent_checksum:
             raise RuntimeError(
@@ -425,14 +445,26 @@ class CPURolloutServer:
                 f"(sent checksum {sent_checksum}, received {transfer_checksum})"
             )
         async with self._engine_lock:
-            self.weights = PUSHED
-            self.global_steps = global_steps
+            if update["adapter"]:
+                self.lora.loaded, self.lora.adapter_version = True, global_steps
+            else:
+                self.weights = PUSHED
+                self.lora.loaded = False  # new base weights: the adapter that goes with them comes next
             self.checksum = weight_checksum(self._parameters())
+            lora_fields = {} if not self.lora.enabled else {
+                "adapter_checksum": adapter_checksum(self.lora.adapter_parameters()) if self.lora.config else None,
+                "adapter_version": self.lora.adapter_version}
+            if update["base_sync"]:
+                # the base weights an adapter push completes (verl's one-time base sync): not a version yet
+                return self._record("update_base_weights", previous_checksum=update["previous_checksum"],
+                                    transfer_checksum=transfer_checksum, num_tensors=len(received), **lora_fields)
+            self.global_steps = global_steps
             record = self._record(
                 "update_weights",
                 previous_checksum=update["previous_checksum"],
                 transfer_checksum=transfer_checksum,
                 num_tensors=len(received),
+                **lora_fields,
             )
         return record
 

@@ -7,7 +7,9 @@ hands it a stream of ``(name, tensor)`` pairs; it forwards them to its replica's
 ``checkpoint_engine.update_weights_bucket_megabytes``, as verl's vLLM adapter streams buckets over
 CUDA IPC. With no shared device memory on a CPU the tensors travel through Ray's object store, cast to the
 rollout dtype; the adapter checksums what it sends and the server refuses a push whose received checksum
-differs. A stream that breaks part-way (a checkpoint engine whose peer died) makes the server drop the
+differs. LoRA (``model.lora_rank > 0``, ``lora.merge=false``): verl's colocated push sends the adapter's tensors
+with its ``peft_config`` (and once the base weights, ``base_sync_done=False``); they go to the server the same way,
+which loads them into LoRA layers of that config (:mod:`verl_ext.cpu.lora`). A stream that breaks part-way (a checkpoint engine whose peer died) makes the server drop the
 half-loaded weights (``abort_weight_update``): it refuses to generate until a complete push. ``resume`` and
 ``release`` map to the server's ``wake_up`` and ``sleep`` exactly when verl's vLLM adapter does (only with
 ``free_cache_engine``).
@@ -97,21 +99,22 @@ class CPUServerAdapter(_base_rollout()):
         global_steps: Optional[int] = None,
         wire_format: str = "named_tensors",
         peft_config: Any = None,
+        base_sync_done: bool = True,
         **kwargs: Any,
     ):
         from verl.workers.rollout.utils import ensure_async_iterator
 
         if wire_format != "named_tensors":
             raise NotImplementedError(f"CPU rollout takes full weights (wire_format='named_tensors'), not {wire_format!r}")
-        if peft_config is not None:
-            raise NotImplementedError("CPU rollout does not take LoRA adapter pushes; set actor_rollout_ref.model.lora.merge=True")
+        # verl's LoRA adapter mode: the adapter's tensors (base_sync_done=True) or, once, the base weights
+        adapter = peft_config is not None and bool(base_sync_done)
         start = time.perf_counter()
         server = self._server()
         bucket_limit = int(self.config.checkpoint_engine.update_weights_bucket_megabytes) << 20
         digests: dict[str, bytes] = {}
         bucket: list[tuple[str, torch.Tensor]] = []
         bucket_bytes = 0
-        await server.begin_weight_update.remote()
+        await server.begin_weight_update.remote(peft_config=peft_config, adapter=adapter)
         try:
             async for name, tensor in ensure_async_iterator(weights):
                 if hasattr(tensor, "full_tensor"):

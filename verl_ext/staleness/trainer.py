@@ -70,6 +70,7 @@ from verl_ext.staleness.pending_batches import (
     read_pending_batches,
 )
 from verl_ext.staleness.replay_buffer import TRAIN_PARTITION, PreparedStep, ScheduledReplayBuffer
+from verl_ext.staleness.update_lag import UpdateCounter, update_index_groups, update_lag
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -127,6 +128,10 @@ class DelayedSyncTrainer(PPOTrainer):
         self.generations = GenerationTracker(self._finished_groups, poll_seconds=GENERATION_POLL_SECONDS)
         self._watcher: GenerationWatcher | None = None
         self._window_start: float | None = None
+        # optimizer updates per step, for the lag counted in updates (verl_ext.staleness.update_lag)
+        actor = config.actor_rollout_ref.actor
+        self.update_counter = UpdateCounter(
+            int(actor.ppo_epochs) * (int(config.data.train_batch_size) // int(actor.ppo_mini_batch_size)))
 
     # ------------------------------------------------------------------ the engine on its own pool
 
@@ -246,6 +251,7 @@ class DelayedSyncTrainer(PPOTrainer):
     def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
         batch = super().step(metrics, timing_raw)
         metrics.update(self._staleness_metrics())
+        metrics.update(self._update_lag_metrics(batch, round(metrics[metric_names.BEHAVIOUR_VERSION])))
         return batch
 
     def _step_once(self, metrics: dict, timing_raw: dict, sample_batch_size: int) -> KVBatchMeta:
@@ -581,6 +587,49 @@ class DelayedSyncTrainer(PPOTrainer):
         output = self.actor_rollout_wg.compute_log_prob(batch)
         assert len(output) == len(batch)
         return self._mismatch_against(batch, "log_probs")
+
+    def _update_lag_metrics(self, batch: KVBatchMeta, behaviour_version: int) -> dict:
+        """The step's lag counted in optimizer updates (:mod:`verl_ext.staleness.update_lag`): verl's split of the
+        batch it just trained into updates, each weighted by its mini-batch's ``loss_mask`` tokens; and the step lag
+        weighted by those tokens (each trajectory's version: its ``max_global_steps`` tag)."""
+        step = self.global_steps - 1
+        updated = not (self._prepared_step is not None and self._prepared_step.update_skipped) and (
+            self.config.trainer.critic_warmup <= self.global_steps)
+        tokens: list[int] = []
+        weighted: list[tuple[int, int]] = []  # (trained tokens, version) of each trajectory
+        if updated:
+            actor = self.config.actor_rollout_ref.actor
+            data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["loss_mask"])
+            row_tokens = [int(row.sum()) for row in data["loss_mask"].unbind()]
+            groups = update_index_groups(
+                len(row_tokens),
+                dp_size=max(self.actor_rollout_wg._dispatch_info["actor"]) + 1,  # what verl's _balance_batch read
+                mini_batch_size=int(actor.ppo_mini_batch_size) * int(self.config.actor_rollout_ref.rollout.n),
+                epochs=int(actor.ppo_epochs),
+                shuffle=bool(actor.shuffle),
+                seed=int(actor.data_loader_seed),
+            )
+            tokens = [sum(row_tokens[row] for row in rows) for rows in groups]
+            weighted = [(count, tag["max_global_steps"]) for count, tag in zip(row_tokens, batch.tags)
+                        if not tag.get("is_padding", False) and tag.get("max_global_steps") is not None]
+        if self.update_counter.first_step is None and step > 0 and self.delayed_sync.zero_variance_masking:
+            logger.warning(
+                f"delayed_sync: resumed at step {step}; staleness/update_lag_* count "
+                f"{self.update_counter.nominal} updates for each step before it (zero-variance masking may have "
+                "made fewer there)")
+        lag = update_lag(self.update_counter.between(behaviour_version, step), tokens)
+        self.update_counter.record(step, len(tokens))
+        metrics = {metric_names.OPTIMIZER_UPDATES: float(len(tokens))}
+        if sum(count for count, _ in weighted) > 0:
+            metrics[metric_names.LAG_TOKEN_MEAN] = step - sum(count * version for count, version in weighted) / sum(
+                count for count, _ in weighted)
+        if lag is not None:
+            metrics.update({
+                metric_names.UPDATE_LAG_FIRST: float(lag.first),
+                metric_names.UPDATE_LAG_LAST: float(lag.last),
+                metric_names.UPDATE_LAG_TOKEN_MEAN: lag.token_mean,
+            })
+        return metrics
 
     def _mismatch_against(self, batch: KVBatchMeta, current_field: str) -> float:
         """staleness/behaviour_minus_current_log_prob on this batch (see :mod:`verl_ext.staleness.mismatch`), the
