@@ -56,7 +56,7 @@ def import_custom_backend_module(module: Optional[str]) -> None:
         return
     from verl.utils.import_utils import import_external_libs
 
-    from verl_ext.checks.values import ConfigError
+    from verl_ext.config_values import ConfigError
 
     try:
         import_external_libs(module)

@@ -35,7 +35,7 @@ from verl_ext.checks.batch_arithmetic import check_batch_arithmetic
 from verl_ext.checks.resume import check_resume
 from verl_ext.checks.lora import check_lora
 from verl_ext.checks.tools import check_tools
-from verl_ext.checks.values import ConfigError, reject, require_int, require_number
+from verl_ext.config_values import ConfigError, reject, require_int, require_number
 
 RED_DROP_SEED = "algorithm.red_drop_seed"
 # verl's key, set by the run scripts' LEARNING_RATES and the lab's --lr: torch refuses a negative or NaN one
@@ -49,7 +49,7 @@ DEFAULT_AGENT_LOOP = "actor_rollout_ref.rollout.agent.default_agent_loop"
 
 
 def check_run_config(config) -> dict:
-    """Raise :class:`verl_ext.checks.values.ConfigError` on the first bad verl-ext setting, naming the key.
+    """Raise :class:`verl_ext.config_values.ConfigError` on the first bad verl-ext setting, naming the key.
 
     Returns the resolved config (a plain dict), which the checks build anyway."""
     from verl_ext.algorithms.loss_config import check_algorithm_keys

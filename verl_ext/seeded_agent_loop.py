@@ -36,6 +36,7 @@ from verl.experimental.agent_loop.agent_loop import register
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 
+from verl_ext.checks.tools import check_max_tokens_per_turn
 from verl_ext.seeding import SEEDED_AGENT_LOOP, SEEDED_TOOL_AGENT_LOOP, request_seed
 
 # what the seed is made of, besides the rollout seed: columns verl's v1 agent-loop worker passes every agent loop
@@ -98,18 +99,12 @@ class SeededSingleTurnAgentLoop(SingleTurnAgentLoop):
         return await super().run(sampling_params, **kwargs)
 
 
-def check_max_tokens_per_turn(value: Any) -> Optional[int]:
-    """``max_tokens_per_turn``: null (verl's behaviour: the rest of the response budget) or an integer >= 1."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{SEEDED_TOOL_AGENT_LOOP}: max_tokens_per_turn={value!r} is invalid: allowed values are "
-                         "null or an integer >= 1 (the most tokens one assistant turn generates)")
-    return value
-
-
 @register(SEEDED_TOOL_AGENT_LOOP)
 class SeededToolAgentLoop(ToolAgentLoop):
     """verl's multi-turn tool agent loop with a sampling seed per turn and an optional cap on each turn's tokens
     (see the module docstring)."""
+
+    derives_turn_seeds = True  # verl_ext.checks.tools: requires rollout.seed and checks max_tokens_per_turn in the driver
 
     def __init__(self, *args: Any, max_tokens_per_turn: Optional[int] = None, **kwargs: Any):
         super().__init__(*args, **kwargs)

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES, compose_recipe
 from verl_ext.algorithms.registry import ESTIMATORS, POLICY_LOSSES
 from verl_ext.cli import recipe_defaults
-from verl_ext.checks.values import ConfigError
+from verl_ext.config_values import ConfigError
 from verl_ext.driver_checks import LEARNING_RATE, validate_run_config
 
 NAN, INF = float("nan"), float("inf")

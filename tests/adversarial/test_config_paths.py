@@ -9,7 +9,7 @@ import pytest
 
 from tests.recipe_config import MINIMAL_RUN_OVERRIDES, RECIPE_CONFIG_DIR
 from verl_ext import preflight
-from verl_ext.checks.values import ConfigError
+from verl_ext.config_values import ConfigError
 
 DELAYED = "trainer.v1.trainer_mode=delayed_sync"
 # Each was once caught only by the dry run, after Ray started, or not at all.

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from verl_ext.checks.values import ConfigError
+from verl_ext.config_values import ConfigError
 from verl_ext.cpu import local_cluster
 from verl_ext.cpu.local_cluster import ClusterStartError, LocalRayCluster
 

@@ -101,7 +101,7 @@ def test_a_pre_trained_adapter_is_checked_against_the_config(tmp_path):
     """verl builds the adapter from its own config: lora_rank must be its r (vLLM's slot), and the FSDP LoRA keys it
     ignores are refused; a folder without adapter_config.json is named."""
     from verl_ext.checks.lora import check_lora
-    from verl_ext.checks.values import ConfigError
+    from verl_ext.config_values import ConfigError
 
     path = f"actor_rollout_ref.model.lora_adapter_path={adapter_folder(tmp_path, rank=8)}"
     with pytest.raises(ConfigError, match=r"lora_rank=4 is invalid: allowed values are the adapter's r \(8"):

@@ -20,7 +20,7 @@ from tests.adversarial.test_config_paths import RayStarted, config_error_in, dri
 from tests.recipe_config import MINIMAL_RUN_OVERRIDES, RECIPE_CONFIG_DIR
 from verl_ext import preflight
 from verl_ext.checks.resume import TRACKER_FILE, check_resume, resumed_folder
-from verl_ext.checks.values import ConfigError
+from verl_ext.config_values import ConfigError
 from verl_ext.staleness.checkpoint_state import STATE_FILE
 
 GENERATED = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

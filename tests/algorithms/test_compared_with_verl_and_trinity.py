@@ -25,7 +25,7 @@ from tests.recipe_config import actor_config, call_registered_loss, compose_reci
 from verl_ext.algorithms.loss_config import RECPolicyLossConfig
 from verl_ext.algorithms.opmd import opmd_loss
 from verl_ext.algorithms.red_drop import red_drop_advantages
-from verl_ext.checks.values import ConfigError
+from verl_ext.config_values import ConfigError
 
 BETA = 0.2
 REG_FORM = "actor_rollout_ref.actor.policy_loss.reg_form"

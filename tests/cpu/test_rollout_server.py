@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from verl_ext.rollout_events import read_rollout_events
-from verl_ext.checks.values import ConfigError
+from verl_ext.config_values import ConfigError
 from verl_ext.cpu.rollout_server import CPURolloutServer, RolloutWeightsUnavailable, check_engine_options
 from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest, weight_checksum
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from verl_ext.checks.values import ConfigError
+from verl_ext.config_values import ConfigError
 from verl_ext.cpu.backend import CPUBackend
 from verl_ext.cpu.ray_session import CPURaySession
 from verl_ext.runs.compose import compose

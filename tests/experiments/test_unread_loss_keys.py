@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 
 from verl_ext.algorithms.loss_config import OWN_KEYS, RECPolicyLossConfig
 from verl_ext.algorithms.registry import POLICY_LOSSES
-from verl_ext.checks.values import ConfigError
+from verl_ext.config_values import ConfigError
 from verl_ext.recipe import CONFIG_NAME, config_dir
 
 # Written out from the papers (docs/algorithms.md), not read from the catalog: who reads which key.

@@ -140,7 +140,7 @@ def test_verls_group_filter_error_points_to_zero_variance_masking():
 ])
 def test_offline_with_a_delayed_schedule_is_a_contradiction_in_every_mode(mode, override, key, allowed):
     """offline ignores sync_interval and sync_offset: rejected, not silently dropped (the dry run accepted it)."""
-    from verl_ext.checks.values import ConfigError
+    from verl_ext.config_values import ConfigError
     from verl_ext.staleness.config import check_staleness_keys
 
     config = compose_recipe(mode, "trainer.v1.delayed_sync.offline=true", override)
@@ -150,7 +150,7 @@ def test_offline_with_a_delayed_schedule_is_a_contradiction_in_every_mode(mode, 
 
 
 def test_zero_variance_masking_outside_delayed_sync_is_rejected():
-    from verl_ext.checks.values import ConfigError
+    from verl_ext.config_values import ConfigError
     from verl_ext.staleness.config import check_staleness_keys
 
     with pytest.raises(ConfigError, match="zero_variance_masking=True is invalid: allowed values are false outside"):
@@ -162,7 +162,7 @@ def test_zero_variance_masking_outside_delayed_sync_is_rejected():
 def test_delayed_sync_counts_whole_steps(steps):
     """The schedule counts trainer.total_training_steps: Hydra reads 1e9 as a float, which failed in the
     TaskRunner (after Ray); now the driver names the key. Huge integers are fine (closed-form summaries)."""
-    from verl_ext.checks.values import ConfigError
+    from verl_ext.config_values import ConfigError
     from verl_ext.staleness.config import check_staleness_keys
 
     with pytest.raises(ConfigError, match=f"trainer.total_training_steps={steps if steps != '1e9' else '1000000000.0'} is invalid"):

@@ -277,7 +277,7 @@ def test_a_real_checkpoint_of_two_ranks_resumes_only_at_world_size_2(runs):
     from omegaconf import OmegaConf
 
     from verl_ext.checks.resume import check_resume
-    from verl_ext.checks.values import ConfigError
+    from verl_ext.config_values import ConfigError
     from verl_ext.staleness.checkpoint_state import read_state
 
     folder = runs["overlap"].checkpoint_dir / f"global_step_{RESUME_AT}"

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional, Union
 
-from verl_ext.checks.values import is_finite_number, reject
+from verl_ext.config_values import is_finite_number, reject
 
 ACTOR = "actor_rollout_ref.actor"
 POLICY_LOSS_NODE = f"{ACTOR}.policy_loss"
@@ -161,7 +161,7 @@ def symbol_of(name: str) -> str:
 
 
 def check_value(name: str, value: Any, key: str = "") -> None:
-    """Raise :class:`~verl_ext.checks.values.ConfigError` naming the key (``key``, where the value was read from
+    """Raise :class:`~verl_ext.config_values.ConfigError` naming the key (``key``, where the value was read from
     another one) when ``value`` is not one the hyperparameter ``name`` accepts (type and finiteness first: nan
     passes no comparison)."""
     if not allowed_of(name).admits(value):

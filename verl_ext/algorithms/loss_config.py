@@ -43,7 +43,7 @@ from verl_ext.algorithms.hyperparameters import (
     key_of,
 )
 from verl_ext.algorithms.registry import ESTIMATORS, POLICY_LOSSES, estimator_spec, policy_loss_spec, readers
-from verl_ext.checks.values import ConfigError, is_finite_number, reject
+from verl_ext.config_values import ConfigError, is_finite_number, reject
 
 
 @dataclass

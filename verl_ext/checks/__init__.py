@@ -1,12 +1,13 @@
-"""verl-ext's checks of what a user gives it, each rule in one module named for what it checks.
+"""verl-ext's checks of what a user gives it, each rule in one module named for what it checks. All raise the one
+error type, in the one message shape, of :mod:`verl_ext.config_values` (a module below this package: the algorithms,
+the checkpoint backends and the staleness setting use it without the checks that read files or agent loops).
 
-- :mod:`~verl_ext.checks.values`: the one error type (:class:`~verl_ext.checks.values.ConfigError`), the one
-  message shape (``KEY=VALUE is invalid: allowed values are ...``) and the value checks every other check uses
-  (an integer >= m, true or false, a finite number in a range). No verl import.
 - :mod:`~verl_ext.checks.arguments`: argparse ``type=`` converters (an integer >= 1, >= 0, a number > 0), so a
   command refuses a bad argument while parsing it, before any heavy import.
 - :mod:`~verl_ext.checks.batch_arithmetic`: batch sizes and counts >= 1 and dividing as a step divides them
   (mini-batches, ranks, micro-batches).
+- :mod:`~verl_ext.checks.resume`: the checkpoint a run resumes from; :mod:`~verl_ext.checks.lora`: LoRA settings
+  verl would ignore; :mod:`~verl_ext.checks.tools`: a multi-turn tool configuration that cannot run.
 
 Who uses them: :mod:`verl_ext.driver_checks` (the checks of a whole ``main_ppo`` config that verl does not run
 for us, joined to verl's ``validate_config`` in the driver before Ray starts; the dry run,

@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from verl_ext.checks.values import reject, require_int
+from verl_ext.config_values import reject, require_int
 
 # Batch sizes and counts a step divides by: each must be an integer >= 1 before any arithmetic.
 BATCH_KEYS = (

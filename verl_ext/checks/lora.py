@@ -45,7 +45,7 @@ from typing import Any, Iterator, Optional
 
 from omegaconf import OmegaConf
 
-from verl_ext.checks.values import ConfigError, reject
+from verl_ext.config_values import ConfigError, reject
 
 MODEL = "actor_rollout_ref.model"
 LORA_RANK = f"{MODEL}.lora_rank"

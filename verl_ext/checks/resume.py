@@ -11,7 +11,7 @@ verl's trainer chooses the folder inside Ray (``PPOTrainer._load_checkpoint``, a
 - ``resume_path``: ``trainer.resume_from_path``, a path whose last ``global_step_`` is followed by the step.
 
 What verl would find wrong only there (113 s after the start on two cores, naming a missing shard) is refused
-here, with a :class:`~verl_ext.checks.values.ConfigError` naming the key or the file:
+here, with a :class:`~verl_ext.config_values.ConfigError` naming the key or the file:
 
 - a ``resume_mode`` verl does not have (verl logs it and then fails on an undefined name);
 - a ``resume_from_path`` that is not a path ending in ``global_step_<integer>``, or that names no folder;
@@ -38,7 +38,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from verl_ext.checks.values import ConfigError, is_int, reject
+from verl_ext.config_values import ConfigError, is_int, reject
 from verl_ext.files import parse_json, read_bounded
 
 RESUME_MODE = "trainer.resume_mode"

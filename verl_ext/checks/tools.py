@@ -26,7 +26,8 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
-from verl_ext.checks.values import ConfigError, reject, require_int
+from verl_ext.config_values import ConfigError, reject, require_int
+from verl_ext.seeding import SEEDED_TOOL_AGENT_LOOP
 
 ROLLOUT = "actor_rollout_ref.rollout"
 AGENT_LOOP_CONFIG = f"{ROLLOUT}.agent.agent_loop_config_path"
@@ -34,6 +35,14 @@ DEFAULT_AGENT_LOOP = f"{ROLLOUT}.agent.default_agent_loop"
 FUNCTION_TOOLS = f"{ROLLOUT}.multi_turn.function_tool_path"
 TOOL_CONFIG = f"{ROLLOUT}.multi_turn.tool_config_path"
 PARSER = f"{ROLLOUT}.multi_turn.format"
+
+
+def check_max_tokens_per_turn(value: Any) -> Optional[int]:
+    """``max_tokens_per_turn``: null (verl's behaviour: the rest of the response budget) or an integer >= 1."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{SEEDED_TOOL_AGENT_LOOP}: max_tokens_per_turn={value!r} is invalid: allowed values are "
+                         "null or an integer >= 1 (the most tokens one assistant turn generates)")
+    return value
 
 
 def _value(config: Any, key: str) -> Any:
@@ -69,9 +78,7 @@ def _agent_loop_entries(config: Any) -> dict[str, dict[str, Any]]:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not isinstance(entry.get("_target_"), str):
             raise ConfigError(f"{where}: expected an object with a string 'name' and '_target_', got {entry!r}")
         cls = _import_class(entry["_target_"], where + ", field '_target_'")
-        from verl_ext.seeded_agent_loop import SeededToolAgentLoop, check_max_tokens_per_turn
-
-        if issubclass(cls, SeededToolAgentLoop):
+        if getattr(cls, "derives_turn_seeds", False):
             try:
                 check_max_tokens_per_turn(entry.get("max_tokens_per_turn"))
             except ValueError as error:
@@ -187,8 +194,6 @@ def check_tools(config: Any) -> None:
     if _value(config, f"{ROLLOUT}.name") == "cpu" and ToolParser._registry[parser].stop_token_ids is not ToolParser.stop_token_ids:
         reject(PARSER, parser, "a tool parser without stop_token_ids on the CPU rollout",
                "The CPU rollout refuses per-request stop tokens, which this parser asks for at every turn.")
-    from verl_ext.seeded_agent_loop import SeededToolAgentLoop
-
-    if issubclass(cls, SeededToolAgentLoop):
+    if getattr(cls, "derives_turn_seeds", False):
         require_int(f"{ROLLOUT}.seed", _value(config, f"{ROLLOUT}.seed"), 0,
                     f"{DEFAULT_AGENT_LOOP}={name} derives every turn's sampling seed from it.")

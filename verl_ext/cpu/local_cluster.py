@@ -25,7 +25,7 @@ It never becomes anyone else's cluster, and nobody else reaches it:
 Before any node starts, the machine's memory is checked for a CPU run of this topology
 (:func:`verl_ext.cpu.topology.check_memory`: ``--nodes 500`` is refused, not 500 ``ray start`` processes), and
 every argument is bounded: the CLI exits 2 with ``error: ...`` naming the option, the class raises
-:class:`verl_ext.checks.values.ConfigError` naming the field.
+:class:`verl_ext.config_values.ConfigError` naming the field.
 
 Inside it, :data:`verl_ext.cpu.topology.RAY_ADDRESS_ENV` holds its address (the CPU profile's
 ``ray_kwargs.ray_init.address`` reads it), with the token. Every process of the cluster carries
@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from verl_ext.checks.arguments import positive_float, positive_int, split_at_double_dash
-from verl_ext.checks.values import ConfigError, reject, require_int, require_number
+from verl_ext.config_values import ConfigError, reject, require_int, require_number
 from verl_ext.cpu import ray_loopback
 from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology, check_memory
 

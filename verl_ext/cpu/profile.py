@@ -130,7 +130,7 @@ def cpu_overrides(
 
     ``mini_batch_size`` (default ``train_batch_size``: one optimizer step per training step) sizes the actor's
     micro-batches; a world size that does not divide the responses of a mini-batch or of a step raises
-    :class:`verl_ext.checks.values.ConfigError` naming the keys.
+    :class:`verl_ext.config_values.ConfigError` naming the keys.
     """
     assets = Path(assets_dir).resolve()
     mini_batch_size = train_batch_size if mini_batch_size is None else mini_batch_size
@@ -196,7 +196,7 @@ def cpu_overrides_for(assets_dir: str | Path, user_overrides: Iterable[str] = ()
         try:
             return int(value)
         except ValueError:
-            from verl_ext.checks.values import reject
+            from verl_ext.config_values import reject
 
             reject(key, value, "an integer >= 1")
 
@@ -236,7 +236,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--assets", type=Path, default=None, help="tiny assets directory (default: verl_ext.tiny.assets.default_assets_dir())")
     parser.add_argument("--shell", action="store_true", help="print bash code to eval (default: explain each entry)")
     args = parser.parse_args(argv)
-    from verl_ext.checks.values import ConfigError
+    from verl_ext.config_values import ConfigError
     from verl_ext.tiny.assets import default_assets_dir
 
     assets = args.assets or default_assets_dir()

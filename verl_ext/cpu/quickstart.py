@@ -185,7 +185,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps must be >= 1, got {args.steps}")
-    from verl_ext.checks.values import ConfigError
+    from verl_ext.config_values import ConfigError
     from verl_ext.cpu.local_cluster import ClusterStartError
     from verl_ext.tiny.assets import AssetsFolderError
 

@@ -46,7 +46,7 @@ from typing import Any, Optional
 
 import torch
 
-from verl_ext.checks.values import is_finite_number, is_int, reject
+from verl_ext.config_values import is_finite_number, is_int, reject
 from verl_ext.cpu.generation import (
     GenerationResult,
     SamplingRequest,

@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from verl_ext.checks.values import ConfigError, is_int, reject, require_int
+from verl_ext.config_values import ConfigError, is_int, reject, require_int
 
 NNODES = "trainer.nnodes"
 N_GPUS_PER_NODE = "trainer.n_gpus_per_node"

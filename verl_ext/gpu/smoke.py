@@ -151,7 +151,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"[verl-ext] gpu-smoke needs a CUDA GPU and vLLM: {reason}. Nothing was started.\n{NO_GPU_HELP}",
                       file=sys.stderr)
                 return 2
-        from verl_ext.checks.values import ConfigError
+        from verl_ext.config_values import ConfigError
         from verl_ext.tiny.assets import AssetsFolderError
 
         try:

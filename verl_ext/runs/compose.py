@@ -101,7 +101,7 @@ class CheckedRun:
 
 def compose(run: Run, backend: Backend, outputs: Outputs) -> ComposedRun:
     """``run`` on ``backend`` writing into ``outputs``: its paths (computed here, once) and the layers of the module
-    docstring. A topology or batch the backend cannot size raises :class:`verl_ext.checks.values.ConfigError`."""
+    docstring. A topology or batch the backend cannot size raises :class:`verl_ext.config_values.ConfigError`."""
     paths = outputs.paths(run)
     names = [f"trainer.project_name={hydra_string(outputs.project_of(run))}",
              f"trainer.experiment_name={hydra_string(run.name)}"]

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from verl_ext.algorithms.presets import AlgorithmChoice, number_label
-from verl_ext.checks.values import ConfigError
+from verl_ext.config_values import ConfigError
 from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME
 from verl_ext.recipe import config_dir as recipe_config_dir
 from verl_ext.run_description import RunDescription

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from verl_ext.checks.resume import resumed_folder, step_of
-from verl_ext.checks.values import ConfigError
+from verl_ext.config_values import ConfigError
 from verl_ext.files import parse_json, read_bounded, write_whole
 from verl_ext.staleness.schedule import StalenessSchedule
 from verl_ext.staleness.setting import check_setting

@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_ext.checks.values import ConfigError, is_finite_number, reject, require_bool, require_int
+from verl_ext.config_values import ConfigError, is_finite_number, reject, require_bool, require_int
 from verl_ext.staleness.schedule import StalenessSchedule
 from verl_ext.staleness.setting import CONFIG_KEY, TRAINER_MODE, check_setting
 

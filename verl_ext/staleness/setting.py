@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from verl_ext.checks.values import reject, require_bool, require_int
+from verl_ext.config_values import reject, require_bool, require_int
 
 # verl's trainer mode that runs a setting, and its config block (the keys sync_interval, sync_offset, offline)
 TRAINER_MODE = "delayed_sync"
@@ -43,7 +43,7 @@ _SETTING = re.compile(r"^(?:on_policy|offline|sync_interval_(\d{1,9})(?:_offset_
 
 
 def check_setting(sync_interval: Any, sync_offset: Any, offline: Any, prefix: str = "") -> None:
-    """Raise :class:`verl_ext.checks.values.ConfigError` (a ValueError) unless (m, n, offline) is a setting.
+    """Raise :class:`verl_ext.config_values.ConfigError` (a ValueError) unless (m, n, offline) is a setting.
 
     ``prefix`` is where the three keys live, for the message: ``""`` for a :class:`Setting`,
     ``"trainer.v1.delayed_sync."`` for the config block.
