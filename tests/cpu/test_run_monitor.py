@@ -52,8 +52,12 @@ def test_an_interrupt_while_the_child_runs_stops_the_child_too(tmp_path):
     import psutil
     import pytest
 
+    import signal
+
     pid_file = tmp_path / "pid"
-    child = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.1)"
+    # ticks for at most 120 s: the test fails instead of hanging if the interrupt never arrives
+    child = (f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\nfor _ in range(1200):\n"
+             "    print('tick', flush=True)\n    time.sleep(0.1)")
 
     def interrupt_when_started():
         deadline = time.monotonic() + 60
@@ -62,9 +66,15 @@ def test_an_interrupt_while_the_child_runs_stops_the_child_too(tmp_path):
         time.sleep(0.3)
         _thread.interrupt_main()
 
-    threading.Thread(target=interrupt_when_started, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        run_and_measure([sys.executable, "-c", child], env=dict(os.environ), log_path=tmp_path / "log")
+    # interrupt_main() does nothing while SIGINT is ignored, as it is in a suite started in the background by a
+    # non-interactive shell (`pytest ... &`): Python's own handler for the test's duration
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt_when_started, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_and_measure([sys.executable, "-c", child], env=dict(os.environ), log_path=tmp_path / "log")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     pid = int(pid_file.read_text())
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert "tick" in (tmp_path / "log").read_text()
