@@ -35,8 +35,11 @@ def catches(pid: int, signum: int) -> bool:
 def test_an_interrupted_console_command_exits_130_without_a_traceback(tmp_path, argv, signum):
     env = {**os.environ, "PYTHONPATH": str(REPO), "VERL_EXT_DRY_RUN": "1", "DATA_DIR": str(tmp_path / "data"),
            "OUTPUT_DIR": str(tmp_path / "outputs")}
+    # SIGINT at its default, as a terminal's Ctrl-C finds it (a suite started with & by a script ignores SIGINT, and
+    # a child inherits that: Python would then install no handler)
     process = subprocess.Popen([sys.executable, "-c", CONSOLE_SCRIPT, *argv], cwd=tmp_path, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert process.stdout.readline() == "started\n"
         deadline = time.monotonic() + 120
