@@ -50,6 +50,7 @@ N_GPUS_PER_NODE = "trainer.n_gpus_per_node"
 RAY_ADDRESS = "ray_kwargs.ray_init.address"
 RAY_NUM_CPUS = "ray_kwargs.ray_init.num_cpus"
 RAY_NUM_GPUS = "ray_kwargs.ray_init.num_gpus"
+RAY_DASHBOARD = "ray_kwargs.ray_init.include_dashboard"
 TRAIN_BATCH_SIZE = "data.train_batch_size"
 ROLLOUT_N = "actor_rollout_ref.rollout.n"
 MINI_BATCH_SIZE = "actor_rollout_ref.actor.ppo_mini_batch_size"
@@ -225,6 +226,7 @@ def ray_init_overrides(topology: Topology) -> list[str]:
             f"+{RAY_ADDRESS}={LOCAL_RAY}",
             f"{RAY_NUM_CPUS}={topology.logical_cpus_per_node}",
             f"+{RAY_NUM_GPUS}={topology.gpus_per_node}",
+            f"+{RAY_DASHBOARD}=False",
         ]
     return [f"+{RAY_ADDRESS}=${{oc.env:{RAY_ADDRESS_ENV},{LOCAL_RAY}}}", f"{RAY_NUM_CPUS}=null"]
 
