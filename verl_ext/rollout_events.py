@@ -8,7 +8,8 @@ trainer's checks) can read back, after a run, exactly which weights generated wh
    "time": unix seconds, "replica_rank": int,
    "weights": "dummy" | "checkpoint" | "pushed" | "discarded" | "allocated" | "incomplete",
    "weight_version": global step of the last push (or null), "weight_checksum": str or null,
-   "requests_served": requests generated since the previous record, ...event-specific fields}``
+   "requests_served": requests generated since the previous record, "batches_generated": the batched
+   generate() calls that served them (each of the server's max_batch_size rows), ...event-specific fields}``
 
 ``update_weights`` records also carry ``previous_checksum``, ``transfer_checksum`` (of the tensors as
 received, equal to the sender's) and ``num_tensors``; with LoRA adapter pushes (:mod:`verl_ext.cpu.lora`) also

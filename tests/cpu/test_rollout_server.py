@@ -110,6 +110,7 @@ def test_weight_lifecycle_follows_colocated_vllm(tiny_assets, tmp_path):
         pushes = [e for e in events if e["event"] == "update_weights"]
         assert [p["weight_version"] for p in pushes] == [0, 1]
         assert pushes[1]["requests_served"] == 0 and events[3]["requests_served"] == 1
+        assert pushes[1]["batches_generated"] == 0 and events[3]["batches_generated"] == 1
 
     asyncio.run(scenario())
 

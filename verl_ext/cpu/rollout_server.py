@@ -161,6 +161,7 @@ class CPURolloutServer:
         self.asleep = False
         self.checksum = weight_checksum(self._parameters()) if self.weights == CHECKPOINT else None
         self.requests_served = 0
+        self.batches_generated = 0  # generate() calls since the last record (each of max_batch_size rows)
         self._update: Optional[dict[str, Any]] = None
         self.max_batch_size = int(self.options.get("max_batch_size", DEFAULT_MAX_BATCH_SIZE))
         self.batch_wait_seconds = float(self.options.get("batch_wait_seconds", DEFAULT_BATCH_WAIT_SECONDS))
@@ -214,9 +215,11 @@ class CPURolloutServer:
             weight_version=self.global_steps,
             weight_checksum=self.checksum,
             requests_served=self.requests_served,
+            batches_generated=self.batches_generated,
             **fields,
         )
         self.requests_served = 0
+        self.batches_generated = 0
         return record
 
     # ------------------------------------------------------------------ what verl's replica and load balancer call
@@ -314,6 +317,7 @@ class CPURolloutServer:
                             pending.result.set_exception(error)
                     continue
                 self.requests_served += len(batch)
+                self.batches_generated += 1
                 for pending, result in zip(batch, results):
                     if not pending.result.done():
                         pending.result.set_result((result, self.checksum, self.global_steps))
