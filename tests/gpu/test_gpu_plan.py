@@ -104,13 +104,23 @@ def test_the_plans_runs_compose_and_pass_the_drivers_checks_on_both_backends(tin
     from verl_ext.runs.compose import compose
     from verl_ext.runs.launch import Outputs
 
+    from dataclasses import replace
+
     runs = plan.plan_runs(tmp_path / "checkpoints")
     backends = {"gpu": (GPUBackend(tiny_gpu_assets), Outputs(tmp_path, project=GPU_PROJECT)),
                 "cpu": (CPUBackend(tiny_assets), Outputs(tmp_path))}
+    # the resumed run reads the checkpoint the main run writes first: before that, the driver refuses it for that
+    # folder alone (checked below); everything else of it is checked with the resume left out
+    resume = ("trainer.resume_mode=resume_path", f"trainer.resume_from_path={tmp_path / 'checkpoints' / f'global_step_{plan.RESUME_AT}'}")
+    assert set(resume) <= set(runs["resumed"].overrides)
+    before_main = {**runs, "resumed": replace(runs["resumed"], overrides=tuple(
+        item for item in runs["resumed"].overrides if item not in resume))}
     results = preflight.preflight_many([
         (f"{name}-{where}", compose(run, backend, outputs))
-        for where, (backend, outputs) in backends.items() for name, run in runs.items()])
+        for where, (backend, outputs) in backends.items() for name, run in before_main.items()])
     assert all(result.ok for result in results), {result.name: result.error for result in results if not result.ok}
+    [refused] = preflight.preflight_many([("resumed-gpu", compose(runs["resumed"], *backends["gpu"]))])
+    assert not refused.ok and f"global_step_{plan.RESUME_AT} is not a folder" in refused.error, refused.error
     settings = {result.name: result.settings for result in results}
     main_gpu = settings["main-gpu"]
     assert main_gpu["actor_rollout_ref.rollout.name"] == "vllm" and main_gpu["trainer.v1.trainer_mode"] == "delayed_sync"
