@@ -10,6 +10,17 @@ from tests.background_runs import FUNCTION, BackgroundRuns
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def config_files_parsed_once():
+    """Hydra parses each YAML file of a config tree once per test session, not at every compose (the launcher's
+    memo for a batch of runs, :func:`verl_ext.runs.compose.memoised_config_files`): most of a composition's time,
+    and the suite composes about two thousand configs. Each use gets a deep copy; a tree is keyed by its folder."""
+    from verl_ext.runs.compose import memoised_config_files
+
+    with memoised_config_files():
+        yield
+
+
 @pytest.fixture(scope="session")
 def tiny_assets(tmp_path_factory) -> Path:
     """The tiny assets (model, tokenizer, counting task), built once per test session (about 5 s)."""
