@@ -4,8 +4,8 @@ Why: an e2e module's runs (verl's real ``main_ppo`` on the CPU backend) spend mo
 starting Ray workers one after another, using about 60% of this machine's two cores, while pytest's other
 tests run in one process on about one core. So ``tests/conftest.py`` moves the e2e tests to the end of
 the session and, when collection ends, queues the runs of every selected e2e module that defines
-``background_runs(root: Path)`` (returning picklable results); one child process at a time runs them
-while the rest of the suite goes on. The module's ``runs`` fixture asks for ``background_results`` and
+``background_runs(root: Path)`` (returning picklable results), longest first (the module's
+``BACKGROUND_MINUTES``); one child process at a time runs them while the rest of the suite goes on. The module's ``runs`` fixture asks for ``background_results`` and
 gets what the function returned, waiting while it still runs (a module nobody queued is run then).
 
 The child is ``python -m tests.background_runs MODULE_FILE OUT``: it imports the test module from its file,
@@ -29,6 +29,7 @@ from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 FUNCTION = "background_runs"
+BACKGROUND_MINUTES = "BACKGROUND_MINUTES"  # a module's measured duration: longer ones are queued first
 TIMEOUT_SECONDS = 40 * 60  # a module's runs take 2-6 minutes on two cores; this only stops a hung child
 RESULTS = "results.pickle"
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.background_runs import FUNCTION, BackgroundRuns
+from tests.background_runs import BACKGROUND_MINUTES, FUNCTION, BackgroundRuns
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -69,7 +69,9 @@ def pytest_collection_finish(session):
         module = getattr(item, "module", None)
         if item.get_closest_marker("e2e") and hasattr(module, FUNCTION) and item.path not in modules:
             modules.append(item.path)
-    for path in modules:
+    # longest first, so that the last runs to finish are short ones, two at a time (BACKGROUND_MINUTES of each module)
+    minutes = {item.path: getattr(item.module, BACKGROUND_MINUTES, 0) for item in session.items if item.path in modules}
+    for path in sorted(modules, key=lambda path: -minutes[path]):
         _background(session.config).enqueue(path)
 
 

@@ -31,6 +31,7 @@ import pytest
 import torch
 
 pytestmark = pytest.mark.e2e
+BACKGROUND_MINUTES = 8  # how long background_runs took (two cores, under the suite's load): the queue's order
 
 ALGORITHM = "algorithm.adv_estimator={} actor_rollout_ref.actor.policy_loss.loss_mode={}"
 FAMILIES = {

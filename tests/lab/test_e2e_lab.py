@@ -11,6 +11,7 @@ import json
 import pytest
 
 pytestmark = pytest.mark.e2e
+BACKGROUND_MINUTES = 4  # how long background_runs took (two cores, under the suite's load): the queue's order
 
 STEPS = 4
 

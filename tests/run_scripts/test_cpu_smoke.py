@@ -18,6 +18,7 @@ from tests.run_scripts.scripts import run_script, script_environment
 from verl_ext.plotting import plot_main
 
 pytestmark = pytest.mark.e2e
+BACKGROUND_MINUTES = 4  # how long background_runs took (two cores, under the suite's load): the queue's order
 
 
 def training_steps(metrics_file):
