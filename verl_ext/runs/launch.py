@@ -34,6 +34,7 @@ from verl_ext.metrics_file import read_metrics_file
 from verl_ext.rollout_events import read_rollout_events
 from verl_ext.run_description import RunDescription, write_run_description
 from verl_ext.runs.backend import HARNESS_DEFAULTS, HARNESS_STEPS, SMOKE_CAPS, SMOKE_STEPS, Backend, Surroundings
+from verl_ext.runs.claims import recorded_values
 from verl_ext.runs.compose import LOGGER_PATH_KEY, LOGGER_PATH_VARIABLE, CheckedRun, ComposedRun, compose
 from verl_ext.runs.monitor import RunMeasurements, run_and_measure, sigterm_as_interrupt
 from verl_ext.runs.outputs import CPU_PROJECT, LAYOUTS, KeptRun, Outputs, RunPaths, prepare_run_folder
@@ -61,6 +62,7 @@ class RunResult:
     kept_part: Optional[int] = None  # scripts layout: the part number an earlier run's metrics were kept as
     kept_earlier: Optional[Path] = None  # per_run layout: the folder an earlier run's files were moved into
     overrides: tuple[str, ...] = ()  # what main_ppo was given (the composed layers)
+    config: dict = field(default_factory=dict)  # what ran: the composed values that define it (runs.claims)
     _steps: Optional[list[dict[str, Any]]] = field(default=None, repr=False)
 
     @property
@@ -187,7 +189,8 @@ def start(
     return RunResult(run=composed.run, paths=composed.paths, wall_seconds=time.perf_counter() - started,
                      error=execution.error, command=execution.command, measurements=execution.measurements,
                      log_path=execution.log_path, peak_gpu_mib=execution.peak_gpu_mib, kept_part=kept.part,
-                     kept_earlier=kept.folder, overrides=composed.overrides)
+                     kept_earlier=kept.folder, overrides=composed.overrides,
+                     config=recorded_values(composed.run, checked.resolved))
 
 
 def launch(
