@@ -166,3 +166,22 @@ def test_a_users_file_logger_path_is_refused_naming_the_key_and_where_metrics_go
         assert f"{key.lstrip('+')}: set by the override '{key}=/tmp/elsewhere'" in message
         assert str(outputs.paths(grid_run()).metrics) in message, message
     assert not Path(tmp_path / "out").exists()
+
+
+def test_a_file_logger_path_in_the_users_environment_is_named_when_it_is_replaced(tmp_path, capsys, memo):
+    from verl_ext.runs.launch import launch
+    from verl_ext.runs.monitor import RunMeasurements
+
+    seen = {}
+
+    def measure(command, env, log_path, metrics_path=None, **_):  # the child process, which cannot run here
+        seen.update(env=env)
+        return RunMeasurements(0, 1.0, 0, 0, 0.0, None, None)
+
+    result = launch(grid_run(), CPUBackend(tmp_path / "assets"), Outputs(tmp_path / "out"), measure=measure,
+                    environ={"VERL_FILE_LOGGER_PATH": "/tmp/mine.jsonl", "VERL_FILE_LOGGER_ROOT": "/tmp/root"})
+    err = capsys.readouterr().err
+    for name, value in (("VERL_FILE_LOGGER_PATH", "/tmp/mine.jsonl"), ("VERL_FILE_LOGGER_ROOT", "/tmp/root")):
+        assert f"[verl-ext] {name}={value} in the environment is not used: run {NAME!r} writes its metrics where " \
+               f"verl-ext reads them back, {result.metrics_path}" in err, err
+    assert seen["env"]["VERL_FILE_LOGGER_PATH"] == str(result.metrics_path)

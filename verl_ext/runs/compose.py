@@ -14,7 +14,10 @@ or the CPU backend's in-process session), the dry run (:mod:`verl_ext.preflight`
 4. what the backend must set whatever the run says (``Backend.after``: a run script's CPU or GPU smoke swaps in
    the tiny model and data and caps the run at 2 steps, docs/run-scripts.md);
 5. the checkpoint folder and the metrics file (``trainer.default_local_dir``, verl's file-logger path in the Ray
-   job's environment, so that every worker on every node writes the metrics where they are read).
+   job's environment, so that every worker on every node writes the metrics where they are read). A
+   ``trainer.default_local_dir`` among the run's own overrides is honoured: it is the run's checkpoint folder
+   (:meth:`verl_ext.runs.outputs.Outputs.paths`); a file-logger path among them is refused
+   (:func:`refuse_logger_paths`): verl-ext writes the metrics where it reads them back.
 
 :meth:`ComposedRun.check` is what ``python -m verl.trainer.main_ppo``'s driver does before Ray starts, in this
 process: Hydra composes the config from the same directory, name and overrides (:func:`hydra_config`), then, on the
@@ -22,9 +25,10 @@ verl platform the backend's driver will resolve (:meth:`Backend.as_driver`: the 
 ``trainer.device`` stays ``cpu`` and every CPU-topology check applies), ``auto_set_device`` and the very
 ``validate_config`` the driver calls, which verl-ext's plugin joins to its own checks
 (:func:`verl_ext.driver_checks.install_driver_checks`: batch arithmetic, topology, the ``delayed_sync`` block, the
-loss keys, every interpolation resolved, the trainer mode and the reward function looked up). A failure is a
-:class:`~verl_ext.runs.run.RunRefused` naming the key and what is allowed, in seconds (verl's import and Hydra),
-before anything is written or started.
+loss keys, every interpolation resolved, the trainer mode and the reward function looked up). Then the run's name is
+checked against the composed config (:func:`verl_ext.runs.claims.check_claims`: a name that says what the config
+does not train is refused). A failure is a :class:`~verl_ext.runs.run.RunRefused` naming the key and what is
+allowed, in seconds (verl's import and Hydra), before anything is written or started.
 """
 
 from __future__ import annotations
@@ -49,8 +53,9 @@ MAIN_PPO = "verl.trainer.main_ppo"  # python -m MAIN_PPO --config-path=DIR --con
 LOGGER_PATH_KEY = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
 LOGGER_PATH_VARIABLE = "VERL_FILE_LOGGER_PATH"
 # where verl's file logger writes, as a run's overrides could set it (its two variables in the Ray job's environment)
+LOGGER_ROOT_VARIABLE = "VERL_FILE_LOGGER_ROOT"
 LOGGER_KEYS = tuple(f"ray_kwargs.ray_init.runtime_env.env_vars.{name}"
-                    for name in (LOGGER_PATH_VARIABLE, "VERL_FILE_LOGGER_ROOT"))
+                    for name in (LOGGER_PATH_VARIABLE, LOGGER_ROOT_VARIABLE))
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,8 @@ from verl_ext.rollout_events import read_rollout_events
 from verl_ext.run_description import RunDescription, write_run_description
 from verl_ext.runs.backend import HARNESS_DEFAULTS, HARNESS_STEPS, SMOKE_CAPS, SMOKE_STEPS, Backend, Surroundings
 from verl_ext.runs.claims import recorded_values
-from verl_ext.runs.compose import LOGGER_PATH_KEY, LOGGER_PATH_VARIABLE, CheckedRun, ComposedRun, compose
+from verl_ext.runs.compose import (LOGGER_PATH_KEY, LOGGER_PATH_VARIABLE, LOGGER_ROOT_VARIABLE, CheckedRun,
+                                   ComposedRun, compose)
 from verl_ext.runs.monitor import RunMeasurements, run_and_measure, sigterm_as_interrupt
 from verl_ext.runs.outputs import CPU_PROJECT, LAYOUTS, KeptRun, Outputs, RunPaths, prepare_run_folder
 from verl_ext.runs.run import Run, RunRefused
@@ -150,8 +152,13 @@ class ChildProcess:
     def execute(self, checked: CheckedRun) -> Execution:
         composed = checked.composed
         paths, command = composed.paths, composed.command
+        given = os.environ if self.environ is None else self.environ
+        for name in (LOGGER_PATH_VARIABLE, LOGGER_ROOT_VARIABLE):  # the user's, replaced: said, not silent
+            if given.get(name) and given[name] != str(paths.metrics):
+                print(f"[verl-ext] {name}={given[name]} in the environment is not used: run {composed.run.name!r} "
+                      f"writes its metrics where verl-ext reads them back, {paths.metrics}", file=sys.stderr, flush=True)
         env = {
-            **(os.environ if self.environ is None else self.environ),
+            **given,
             **composed.backend.environment(),
             LOGGER_PATH_VARIABLE: str(paths.metrics),
             "PYTHONUNBUFFERED": "1",  # the child's output as it happens (it goes through a pipe, not a terminal)

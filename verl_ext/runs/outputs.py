@@ -10,6 +10,9 @@
   ``<root>/metrics/<project>/<name>.jsonl`` with ``<name>.run.json`` (:mod:`verl_ext.run_description`),
   ``<root>/checkpoints/<project>/<name>/``, ``<root>/logs/<project>/<name>.log``.
 
+A run's checkpoint folder is its ``checkpoint_dir``, else the ``trainer.default_local_dir`` its own overrides set
+(honoured, never replaced), else the layout's.
+
 :func:`prepare_run_folder` runs after the run's configuration passed the driver's checks and before it starts (the
 launcher's order, :func:`verl_ext.runs.launch.start`), so a refused run touches nothing. An earlier run of the same
 name in the same place is kept, never half-replaced:
