@@ -79,6 +79,8 @@ def test_a_run_named_without_a_setting_claims_the_on_policy_schedule(tmp_path, m
     message = refusal(run, tmp_path)
     assert "trainer.v1.delayed_sync.sync_interval: the name (no setting: on-policy) says 1, the composed config has 20" \
         in message, message
+    # a name of the caller's own (a benchmark's runs) says nothing of the schedule
+    check(Run.from_preset("bench_way_0", parse_algorithm("grpo"), overrides=run.overrides[-2:]), tmp_path)
 
 
 def test_the_quickstart_refuses_a_lie_before_it_builds_assets(tmp_path, memo, monkeypatch):
