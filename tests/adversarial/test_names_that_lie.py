@@ -13,19 +13,13 @@ from verl_ext.algorithms.presets import parse_algorithm
 from verl_ext.cpu.backend import CPUBackend
 from verl_ext.run_description import read_run_description, write_run_description
 from verl_ext.runs.claims import describe
-from verl_ext.runs.compose import compose, memoised_config_files
+from verl_ext.runs.compose import compose
 from verl_ext.runs.grid import Grid, points
 from verl_ext.runs.outputs import Outputs
 from verl_ext.runs.run import Run, RunRefused
 from verl_ext.staleness.setting import parse_setting
 
 NAME = "rec_oneside_nois-lr2e-06-sync_interval_20-seed3"
-
-
-@pytest.fixture(scope="module")
-def memo():
-    with memoised_config_files():  # the YAML tree parsed once for the module
-        yield
 
 
 def grid_run(*overrides, algorithm="rec_oneside_nois", setting="sync_interval_20", zero_variance_masking=False):
@@ -63,7 +57,7 @@ LIES = {
 
 
 @pytest.mark.parametrize("case", sorted(LIES))
-def test_an_override_that_contradicts_the_name_is_refused_naming_key_values_and_override(case, tmp_path, memo):
+def test_an_override_that_contradicts_the_name_is_refused_naming_key_values_and_override(case, tmp_path):
     override, key, claimed, actual = LIES[case]
     message = refusal(grid_run(override), tmp_path)
     assert f"run {NAME!r} refused before anything was written or started: its name says what it trains" in message
@@ -72,7 +66,7 @@ def test_an_override_that_contradicts_the_name_is_refused_naming_key_values_and_
     assert not (tmp_path / "out").exists()  # nothing written
 
 
-def test_a_run_named_without_a_setting_claims_the_on_policy_schedule(tmp_path, memo):
+def test_a_run_named_without_a_setting_claims_the_on_policy_schedule(tmp_path):
     """The quickstart's run (``grpo``, no setting) given a delayed schedule by an override trains off-policy."""
     run = Run.from_preset("grpo", parse_algorithm("grpo"), overrides=(
         "trainer.v1.trainer_mode=delayed_sync", "trainer.v1.delayed_sync.sync_interval=20"))
@@ -83,7 +77,7 @@ def test_a_run_named_without_a_setting_claims_the_on_policy_schedule(tmp_path, m
     check(Run.from_preset("bench_way_0", parse_algorithm("grpo"), overrides=run.overrides[-2:]), tmp_path)
 
 
-def test_the_quickstart_refuses_a_lie_before_it_builds_assets(tmp_path, memo, monkeypatch):
+def test_the_quickstart_refuses_a_lie_before_it_builds_assets(tmp_path, monkeypatch):
     from verl_ext.cpu import quickstart
     from verl_ext.tiny import assets
 
@@ -94,7 +88,7 @@ def test_the_quickstart_refuses_a_lie_before_it_builds_assets(tmp_path, memo, mo
     assert not (tmp_path / "out").exists()
 
 
-def test_the_lab_refuses_a_lie_in_its_check(tmp_path, memo):
+def test_the_lab_refuses_a_lie_in_its_check(tmp_path):
     from verl_ext.lab.runner import check_runs
 
     with pytest.raises(ValueError, match=r"lab run .*: bad configuration: .*trainer.v1.delayed_sync.sync_interval: "
@@ -102,7 +96,7 @@ def test_the_lab_refuses_a_lie_in_its_check(tmp_path, memo):
         check_runs([grid_run("trainer.v1.delayed_sync.sync_interval=1")], tmp_path / "lab", tmp_path / "assets")
 
 
-def test_overrides_that_agree_with_the_name_pass_and_the_description_records_what_ran(tmp_path, memo):
+def test_overrides_that_agree_with_the_name_pass_and_the_description_records_what_ran(tmp_path):
     run = grid_run("trainer.v1.delayed_sync.sync_interval=20", "actor_rollout_ref.actor.optim.lr=0.000002",
                    "actor_rollout_ref.rollout.n=8")  # the claimed values restated, and a key the name does not claim
     checked = check(run, tmp_path)
@@ -121,7 +115,7 @@ def test_overrides_that_agree_with_the_name_pass_and_the_description_records_wha
     assert read_run_description(path) == description  # the one writer, the one reader
 
 
-def test_a_smokes_swap_is_not_a_lie_and_the_description_records_the_swapped_value(tmp_path, memo):
+def test_a_smokes_swap_is_not_a_lie_and_the_description_records_the_swapped_value(tmp_path):
     """A CPU smoke swaps in the tiny model and its learning rate over the run's overrides (docs/run-scripts.md): the
     learning-rate sweep's smoke runs, and its description records the rate that ran."""
     run = grid_run()
@@ -131,7 +125,7 @@ def test_a_smokes_swap_is_not_a_lie_and_the_description_records_the_swapped_valu
     assert describe(run, checked.resolved, cpu_smoke=True).config["actor_rollout_ref.actor.optim.lr"] == ran
 
 
-def test_a_users_checkpoint_folder_is_honoured_and_checked(tmp_path, memo, monkeypatch):
+def test_a_users_checkpoint_folder_is_honoured_and_checked(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run = grid_run("trainer.default_local_dir=mine/checkpoints")
     composed = compose(run, CPUBackend(tmp_path / "assets"), Outputs(tmp_path / "out"))
@@ -170,7 +164,7 @@ def test_a_users_file_logger_path_is_refused_naming_the_key_and_where_metrics_go
     assert not Path(tmp_path / "out").exists()
 
 
-def test_a_file_logger_path_in_the_users_environment_is_named_when_it_is_replaced(tmp_path, capsys, memo):
+def test_a_file_logger_path_in_the_users_environment_is_named_when_it_is_replaced(tmp_path, capsys):
     from verl_ext.runs.launch import launch
     from verl_ext.runs.monitor import RunMeasurements
 
