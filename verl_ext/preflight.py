@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, TextIO
 
 from verl_ext.checks.arguments import split_at_double_dash
+from verl_ext.runs.claims import value_at
 from verl_ext.runs.compose import CheckedRun, ComposedRun, check_as_the_driver, error_text, hydra_config, memoised_config_files
 from verl_ext.runs.run import RunRefused
 
@@ -244,22 +245,13 @@ SUMMARY_KEYS = {
 }
 
 
-def _select(resolved: dict, key: str) -> Any:
-    node: Any = resolved
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def _short(key: str) -> str:
     return key.rsplit(".", 1)[-1]
 
 
 def summarize(resolved: dict) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     """(settings, lines): the resolved values of SUMMARY_KEYS, and a human summary, one line per topic."""
-    settings = {key: _select(resolved, key) for keys in SUMMARY_KEYS.values() for key in keys}
+    settings = {key: value_at(resolved, key) for keys in SUMMARY_KEYS.values() for key in keys}
     settings["gradient_steps_per_batch"] = _gradient_steps_per_batch(resolved)
     s = settings
 

@@ -36,6 +36,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from verl_ext.experiments.environment import RunEnvironment, folder_problem, unwritable_folder
 from verl_ext.experiments.profiles import Profile, profile_named
+from verl_ext.runs.claims import describe
 from verl_ext.runs.compose import CheckedRun, ComposedRun, compose
 from verl_ext.runs.launch import ChildProcess, Measure, start
 from verl_ext.runs.monitor import run_and_measure
@@ -214,7 +215,8 @@ def launch_runs(runs: Sequence[Run], environment: RunEnvironment, entry: str, to
             prepare_data(profile, environment, tools)
             prepared.add(profile.dataset)
         note(f"run {environment.title(run)}: metrics in {each.composed.paths.metrics}, output in {each.composed.paths.log}")
-        result = start(each, executor, announce=True, description=run.description(cpu_smoke=environment.smoke == "cpu"))
+        result = start(each, executor, announce=True,
+                       description=describe(run, each.resolved, cpu_smoke=environment.smoke == "cpu"))
         status = result.measurements.returncode
         if status != 0:
             failed.append((run.name, status))

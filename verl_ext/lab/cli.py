@@ -168,6 +168,7 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
     from verl_ext.lab.runner import Terminated, run_lab
     from verl_ext.lab.summary import aggregate
     from verl_ext.lab.warm_start import initial_policy_assets
+    from verl_ext.run_description import RunDescriptionError
     from verl_ext.tiny.assets import AssetsFolderError, default_assets_dir
 
     out_dir = (args.out or Path("outputs") / "lab").resolve()
@@ -180,6 +181,9 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
                   f"(log: {out_dir / 'lab.log'})", highlight=False)
     try:
         records = run_lab(runs, out_dir, assets, target=args.target, reuse=args.reuse)
+    except RunDescriptionError as error:  # --reuse: a run record that is not one (names the file)
+        print(f"verl-ext lab: error: {error}", file=sys.stderr, flush=True)  # whole, unwrapped: it names a file
+        return 2
     except ValueError as error:
         console.print(f"[red]verl-ext lab: {error}")
         return 2

@@ -19,7 +19,6 @@ again.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -29,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, TextIO
 
-from verl_ext.files import write_whole
 from verl_ext.lab.report import run_record
 from verl_ext.lab.summary import REWARD_METRIC, summarize_run
 from verl_ext.metrics_file import metric_series, read_metrics_file, trained_steps
+from verl_ext.run_description import read_lab_record, write_lab_record
 from verl_ext.runs.outputs import Outputs
 from verl_ext.runs.overrides import merge_overrides, override_key
 from verl_ext.runs.run import Run
@@ -100,15 +99,18 @@ def same_overrides(first: Sequence[str], second: Sequence[str]) -> bool:
 
 
 def is_reusable(run: Run, paths: LabPaths, fingerprint: str) -> bool:
+    """Whether ``run``'s record (``runs/<name>.json``, read by :func:`verl_ext.run_description.read_lab_record`)
+    says it ran with the same overrides, steps and initial model, and its metrics are complete. A record that is not
+    one (a list, null, garbage, not UTF-8, a FIFO, a link to an endless file, a huge file) is a
+    :class:`~verl_ext.run_description.RunDescriptionError` naming the file: never read past its bound, never a hang."""
     description = paths.run_description(run)
-    if not description.is_file():
+    if not os.path.lexists(description):
         return False
-    stored = json.loads(description.read_text(encoding="utf-8"))
+    stored = read_lab_record(description)
     return (
-        isinstance(stored.get("overrides"), list)
-        and same_overrides(stored["overrides"], run.overrides)
-        and stored.get("steps") == run.steps
-        and stored.get("assets") == fingerprint
+        same_overrides(stored["overrides"], run.overrides)
+        and stored["steps"] == run.steps
+        and stored["assets"] == fingerprint
         and logged_training_steps(paths.metrics(run)) >= run.steps
     )
 
@@ -143,13 +145,14 @@ def run_lab(
     return records
 
 
-def write_description(path: Path, run: Run, fingerprint: str, all_overrides: Sequence[str]) -> None:
-    """``runs/<name>.json``: the run's own overrides and steps, the initial model's fingerprint, and every override
-    ``main_ppo`` was given."""
-    description = {"name": run.name, "steps": run.steps, "overrides": list(run.overrides), "assets": fingerprint,
-                   "all_overrides": list(all_overrides)}
+def write_description(path: Path, run: Run, fingerprint: str, all_overrides: Sequence[str],
+                      config: Optional[dict] = None) -> None:
+    """``runs/<name>.json``: the run's own overrides and steps, the initial model's fingerprint, every override
+    ``main_ppo`` was given, and the composed values that define the run (``config``: what ran)."""
+    record = {"name": run.name, "steps": run.steps, "overrides": list(run.overrides), "assets": fingerprint,
+              "all_overrides": list(all_overrides), **({"config": config} if config is not None else {})}
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_whole(path, lambda file: file.write((json.dumps(description, indent=1) + "\n").encode("utf-8")))
+    write_lab_record(path, record)
 
 
 def missing_steps_error(run: Run, steps: list[dict[str, Any]], metrics: Path, skipped_lines: int = 0) -> Optional[str]:
@@ -199,7 +202,7 @@ def _run_here(pending: Sequence[Run], paths: LabPaths, assets_dir: Path, fingerp
                                 # a failed run is in the result; the next one goes on
                                 result = session.run(run, keep_with_run=(paths.run_description(run),))
                             if result.ok:
-                                write_description(paths.run_description(run), run, fingerprint, result.overrides)
+                                write_description(paths.run_description(run), run, fingerprint, result.overrides, result.config)
                             print(f"[verl-ext lab] {run.name}: {'ok' if result.ok else result.error} "
                                   f"({result.wall_seconds:.0f} s)", flush=True)
                             errors[run.name] = None if result.ok else f"{result.error} (see {paths.log})"

@@ -19,6 +19,8 @@ module          what it owns
                 nothing an earlier run left is lost, nothing written through a link
 ``compose``     the one composition: a run + a backend + outputs -> ``main_ppo``'s overrides -> the composed config
                 -> the driver's checks, on the run's platform (the launcher's, the dry run's, the lab's)
+``claims``      what a run's name claims it trains, checked against its composed config (a contradiction is
+                refused); what its description records of that config
 ``launch``      the one launcher: compose, check, prepare the folder, execute (a child process, or an executor such
                 as the CPU backend's in-process session); the result
 ``monitor``     a child process run and measured: output to a log, wall and CPU time, peak memory, start-up; it dies

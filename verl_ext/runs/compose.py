@@ -14,7 +14,10 @@ or the CPU backend's in-process session), the dry run (:mod:`verl_ext.preflight`
 4. what the backend must set whatever the run says (``Backend.after``: a run script's CPU or GPU smoke swaps in
    the tiny model and data and caps the run at 2 steps, docs/run-scripts.md);
 5. the checkpoint folder and the metrics file (``trainer.default_local_dir``, verl's file-logger path in the Ray
-   job's environment, so that every worker on every node writes the metrics where they are read).
+   job's environment, so that every worker on every node writes the metrics where they are read). A
+   ``trainer.default_local_dir`` among the run's own overrides is honoured: it is the run's checkpoint folder
+   (:meth:`verl_ext.runs.outputs.Outputs.paths`); a file-logger path among them is refused
+   (:func:`refuse_logger_paths`): verl-ext writes the metrics where it reads them back.
 
 :meth:`ComposedRun.check` is what ``python -m verl.trainer.main_ppo``'s driver does before Ray starts, in this
 process: Hydra composes the config from the same directory, name and overrides (:func:`hydra_config`), then, on the
@@ -22,9 +25,10 @@ verl platform the backend's driver will resolve (:meth:`Backend.as_driver`: the 
 ``trainer.device`` stays ``cpu`` and every CPU-topology check applies), ``auto_set_device`` and the very
 ``validate_config`` the driver calls, which verl-ext's plugin joins to its own checks
 (:func:`verl_ext.driver_checks.install_driver_checks`: batch arithmetic, topology, the ``delayed_sync`` block, the
-loss keys, every interpolation resolved, the trainer mode and the reward function looked up). A failure is a
-:class:`~verl_ext.runs.run.RunRefused` naming the key and what is allowed, in seconds (verl's import and Hydra),
-before anything is written or started.
+loss keys, every interpolation resolved, the trainer mode and the reward function looked up). Then the run's name is
+checked against the composed config (:func:`verl_ext.runs.claims.check_claims`: a name that says what the config
+does not train is refused). A failure is a :class:`~verl_ext.runs.run.RunRefused` naming the key and what is
+allowed, in seconds (verl's import and Hydra), before anything is written or started.
 """
 
 from __future__ import annotations
@@ -40,13 +44,18 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from verl_ext.runs.backend import Backend
-from verl_ext.runs.outputs import Outputs, RunPaths
-from verl_ext.runs.overrides import hydra_string, merge_overrides
+from verl_ext.runs.claims import BACKEND_OVER, check_claims
+from verl_ext.runs.outputs import CHECKPOINTS_KEY, Outputs, RunPaths
+from verl_ext.runs.overrides import hydra_string, merge_overrides, override_key
 from verl_ext.runs.run import Run, RunRefused
 
 MAIN_PPO = "verl.trainer.main_ppo"  # python -m MAIN_PPO --config-path=DIR --config-name=NAME overrides...
 LOGGER_PATH_KEY = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
 LOGGER_PATH_VARIABLE = "VERL_FILE_LOGGER_PATH"
+# where verl's file logger writes, as a run's overrides could set it (its two variables in the Ray job's environment)
+LOGGER_ROOT_VARIABLE = "VERL_FILE_LOGGER_ROOT"
+LOGGER_KEYS = tuple(f"ray_kwargs.ray_init.runtime_env.env_vars.{name}"
+                    for name in (LOGGER_PATH_VARIABLE, LOGGER_ROOT_VARIABLE))
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,8 @@ class ComposedRun:
     outputs: Outputs
     paths: RunPaths
     overrides: tuple[str, ...]
+    # the layers merged into ``overrides``, in order: (what, its overrides); says which override set a key
+    layers: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def arguments(self) -> list[str]:
@@ -85,6 +96,7 @@ class ComposedRun:
                     resolved, notes = check_as_the_driver(config)
         except Exception as error:  # a bad config: Hydra's, verl's or verl-ext's message, with its causes
             raise RunRefused(self.run.name, error_text(error)) from error
+        check_claims(self, resolved)  # the name says what the config trains, or the run is refused
         return CheckedRun(self, config, resolved, tuple(notes))
 
 
@@ -102,19 +114,35 @@ class CheckedRun:
 def compose(run: Run, backend: Backend, outputs: Outputs) -> ComposedRun:
     """``run`` on ``backend`` writing into ``outputs``: its paths (computed here, once) and the layers of the module
     docstring. A topology or batch the backend cannot size raises :class:`verl_ext.config_values.ConfigError`."""
-    paths = outputs.paths(run)
+    refuse_logger_paths(run, outputs)
+    paths = outputs.paths(run)  # a trainer.default_local_dir of the run's own is its checkpoint folder
     names = [f"trainer.project_name={hydra_string(outputs.project_of(run))}",
              f"trainer.experiment_name={hydra_string(run.name)}"]
     steps = [f"trainer.total_training_steps={run.steps}"] if run.steps is not None else []
-    overrides = merge_overrides(
-        backend.before(run, paths),
-        [*names, *steps],
-        run.overrides,
-        backend.after(run),
-        [f"trainer.default_local_dir={hydra_string(str(paths.checkpoints))}",
-         f"{LOGGER_PATH_KEY}={hydra_string(str(paths.metrics))}"],
+    layers = (
+        ("the backend's profile, under the run's overrides", tuple(backend.before(run, paths))),
+        ("the run's name and steps", (*names, *steps)),
+        ("the run's own overrides, after its preset's: a figure's or the user's", run.overrides),
+        (BACKEND_OVER, tuple(backend.after(run))),
+        ("the run's folders", (f"{CHECKPOINTS_KEY}={hydra_string(str(paths.checkpoints))}",
+                               f"{LOGGER_PATH_KEY}={hydra_string(str(paths.metrics))}")),
     )
-    return ComposedRun(run, backend, outputs, paths, tuple(overrides))
+    overrides = merge_overrides(*(layer for _, layer in layers))
+    return ComposedRun(run, backend, outputs, paths, tuple(overrides), layers)
+
+
+def refuse_logger_paths(run: Run, outputs: Outputs) -> None:
+    """:class:`RunRefused` when the run's own overrides set where verl's file logger writes (:data:`LOGGER_KEYS`):
+    verl-ext sets it to the metrics file it reads back (the plot, the lab, the run's folder), and would otherwise
+    replace the user's value without a word. The message names the key and where the metrics go."""
+    for item in run.overrides:
+        if override_key(item) in LOGGER_KEYS:
+            raise RunRefused(
+                run.name,
+                f"{override_key(item)}: set by the override {item!r}; verl-ext writes this run's metrics where it "
+                f"reads them back, {outputs.paths(run).metrics}: choose the output folder instead (OUTPUT_DIR for the "
+                "run scripts, --out for the lab and the quickstart) and drop the override",
+                what="it sets where verl's file logger writes, which verl-ext sets")
 
 
 # Hydra's composition goes through its one global instance, a check swaps the warning filters and stdout: one at a time

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,9 @@ from verl_ext.metrics_file import read_metrics_file
 from verl_ext.rollout_events import read_rollout_events
 from verl_ext.run_description import RunDescription, write_run_description
 from verl_ext.runs.backend import HARNESS_DEFAULTS, HARNESS_STEPS, SMOKE_CAPS, SMOKE_STEPS, Backend, Surroundings
-from verl_ext.runs.compose import LOGGER_PATH_KEY, LOGGER_PATH_VARIABLE, CheckedRun, ComposedRun, compose
+from verl_ext.runs.claims import recorded_values
+from verl_ext.runs.compose import (LOGGER_PATH_KEY, LOGGER_PATH_VARIABLE, LOGGER_ROOT_VARIABLE, CheckedRun,
+                                   ComposedRun, compose)
 from verl_ext.runs.monitor import RunMeasurements, run_and_measure, sigterm_as_interrupt
 from verl_ext.runs.outputs import CPU_PROJECT, LAYOUTS, KeptRun, Outputs, RunPaths, prepare_run_folder
 from verl_ext.runs.run import Run, RunRefused
@@ -61,6 +64,7 @@ class RunResult:
     kept_part: Optional[int] = None  # scripts layout: the part number an earlier run's metrics were kept as
     kept_earlier: Optional[Path] = None  # per_run layout: the folder an earlier run's files were moved into
     overrides: tuple[str, ...] = ()  # what main_ppo was given (the composed layers)
+    config: dict = field(default_factory=dict)  # what ran: the composed values that define it (runs.claims)
     _steps: Optional[list[dict[str, Any]]] = field(default=None, repr=False)
 
     @property
@@ -148,8 +152,13 @@ class ChildProcess:
     def execute(self, checked: CheckedRun) -> Execution:
         composed = checked.composed
         paths, command = composed.paths, composed.command
+        given = os.environ if self.environ is None else self.environ
+        for name in (LOGGER_PATH_VARIABLE, LOGGER_ROOT_VARIABLE):  # the user's, replaced: said, not silent
+            if given.get(name) and given[name] != str(paths.metrics):
+                print(f"[verl-ext] {name}={given[name]} in the environment is not used: run {composed.run.name!r} "
+                      f"writes its metrics where verl-ext reads them back, {paths.metrics}", file=sys.stderr, flush=True)
         env = {
-            **(os.environ if self.environ is None else self.environ),
+            **given,
             **composed.backend.environment(),
             LOGGER_PATH_VARIABLE: str(paths.metrics),
             "PYTHONUNBUFFERED": "1",  # the child's output as it happens (it goes through a pipe, not a terminal)
@@ -187,7 +196,8 @@ def start(
     return RunResult(run=composed.run, paths=composed.paths, wall_seconds=time.perf_counter() - started,
                      error=execution.error, command=execution.command, measurements=execution.measurements,
                      log_path=execution.log_path, peak_gpu_mib=execution.peak_gpu_mib, kept_part=kept.part,
-                     kept_earlier=kept.folder, overrides=composed.overrides)
+                     kept_earlier=kept.folder, overrides=composed.overrides,
+                     config=recorded_values(composed.run, checked.resolved))
 
 
 def launch(

@@ -10,6 +10,9 @@
   ``<root>/metrics/<project>/<name>.jsonl`` with ``<name>.run.json`` (:mod:`verl_ext.run_description`),
   ``<root>/checkpoints/<project>/<name>/``, ``<root>/logs/<project>/<name>.log``.
 
+A run's checkpoint folder is its ``checkpoint_dir``, else the ``trainer.default_local_dir`` its own overrides set
+(honoured, never replaced), else the layout's.
+
 :func:`prepare_run_folder` runs after the run's configuration passed the driver's checks and before it starts (the
 launcher's order, :func:`verl_ext.runs.launch.start`), so a refused run touches nothing. An earlier run of the same
 name in the same place is kept, never half-replaced:
@@ -38,6 +41,7 @@ from typing import Iterable, Optional, Sequence
 
 from verl_ext.metrics_file import file_logger_path
 from verl_ext.run_description import description_path
+from verl_ext.runs.overrides import INTERPOLATION, override_key, parsed_value
 from verl_ext.runs.run import Run, RunRefused
 
 LAYOUTS = ("per_run", "scripts")
@@ -105,8 +109,32 @@ class Outputs:
         )
 
 
+CHECKPOINTS_KEY = "trainer.default_local_dir"
+
+
 def _checkpoints(run: Run, default: Path) -> Path:
-    return Path(run.checkpoint_dir).resolve() if run.checkpoint_dir else default
+    """The run's checkpoint folder: its ``checkpoint_dir``, else the ``trainer.default_local_dir`` its own overrides
+    set (honoured, resolved against the current folder, and checked as verl-ext's own folders are), else
+    ``default``. :class:`RunRefused` naming the key for a value that is not a folder path, or one that contradicts
+    ``checkpoint_dir``."""
+    given = [item for item in run.overrides if override_key(item) == CHECKPOINTS_KEY]
+    if not given:
+        return Path(run.checkpoint_dir).resolve() if run.checkpoint_dir else default
+    item = given[-1]
+    try:
+        value = parsed_value(item)
+    except Exception as error:  # Hydra's grammar: an unbalanced quote, ...
+        raise RunRefused(run.name, f"{CHECKPOINTS_KEY}: the override {item!r} cannot be read ({error})",
+                         what="its checkpoint folder is not a path") from None
+    if not isinstance(value, str) or not value.strip() or INTERPOLATION in value:
+        raise RunRefused(run.name, f"{CHECKPOINTS_KEY}: the override {item!r} sets {value!r}; write the checkpoint "
+                         f"folder as a path (without ${{...}}), or drop it: checkpoints then go to {default}",
+                         what="its checkpoint folder is not a path")
+    folder = Path(value).resolve()
+    if run.checkpoint_dir and Path(run.checkpoint_dir).resolve() != folder:
+        raise RunRefused(run.name, f"{CHECKPOINTS_KEY}: the override {item!r} and the run's checkpoint folder "
+                         f"{Path(run.checkpoint_dir).resolve()} disagree: give one", what="it has two checkpoint folders")
+    return folder
 
 
 @dataclass(frozen=True)

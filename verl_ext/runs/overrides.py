@@ -46,6 +46,15 @@ def override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+def parsed_value(override: str):
+    """The value ``override`` sets, as Hydra reads it (a quoted string unquoted, ``null`` None, ``12`` an int);
+    None for a deletion (``~key``). Hydra's override parser, imported here (no verl, no torch)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_override(override)
+    return None if parsed.is_delete() else parsed.value()
+
+
 def merge_overrides(*groups: Iterable[str]) -> list[str]:
     """Concatenate override lists; a key set again later replaces the earlier entry (last one wins).
 

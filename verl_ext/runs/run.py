@@ -22,7 +22,8 @@ later winning (:func:`verl_ext.runs.overrides.merge_overrides`):
    :mod:`verl_ext.seeding`) and ``actor.data_loader_seed`` (the mini-batch shuffle and, through the recipe's
    default, RED-Drop's ``algorithm.red_drop_seed``), when given;
 6. off-policy GRPO's zero-variance masking, when on;
-7. ``overrides``: the caller's own (a figure's, the user's), last.
+7. ``overrides``: the caller's own (a figure's, the user's), last. They may not contradict what the name says
+   (layers 2-6): the composition's check refuses that (:mod:`verl_ext.runs.claims`).
 
 Pure: nothing here imports verl or torch.
 """
@@ -148,7 +149,8 @@ class Run:
         return run_name(self.algorithm, None, self.learning_rate, self.zero_variance_masking)
 
     def description(self, cpu_smoke: bool = False) -> RunDescription:
-        """``<name>.run.json`` (read by ``verl-ext plot``): the curve's label and the figure's row (the setting)."""
+        """``<name>.run.json`` (read by ``verl-ext plot``): the curve's label and the figure's row (the setting);
+        :func:`verl_ext.runs.claims.describe` adds what the composed config ran."""
         setting = self.setting.label if self.setting is not None else ""
         return RunDescription(
             run=self.label,

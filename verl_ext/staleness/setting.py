@@ -36,6 +36,7 @@ from verl_ext.config_values import reject, require_bool, require_int
 # verl's trainer mode that runs a setting, and its config block (the keys sync_interval, sync_offset, offline)
 TRAINER_MODE = "delayed_sync"
 CONFIG_KEY = f"trainer.v1.{TRAINER_MODE}"
+MODE_KEY = "trainer.v1.trainer_mode"  # the key that picks verl's trainer mode
 
 ALIASES = {"mixed": "sync_interval_16_offset_8"}
 FORMS = "on_policy, sync_interval_M, sync_offset_N, sync_interval_M_offset_N, offline"
