@@ -56,7 +56,6 @@ from verl_ext.runs.run import LEARNING_RATE_KEY, SEED_KEYS, RunRefused
 from verl_ext.staleness.setting import CONFIG_KEY, MODE_KEY, TRAINER_MODE, Setting
 
 if TYPE_CHECKING:
-    from verl_ext.runs.compose import ComposedRun
     from verl_ext.runs.run import Run
 
 SCHEDULE_KEYS = (f"{CONFIG_KEY}.sync_interval", f"{CONFIG_KEY}.sync_offset", f"{CONFIG_KEY}.offline")
@@ -167,19 +166,20 @@ def who_set(key: str, layers: Sequence[tuple[str, Sequence[str]]]) -> tuple[Opti
     return None, "no override sets it: the config's default or an interpolation"
 
 
-def check_claims(composed: "ComposedRun", resolved: dict) -> None:
-    """:class:`RunRefused` when ``composed``'s config contradicts what its run's name claims (module docstring):
-    one line per key, naming the value claimed, the value composed and the override that set it. A key the
+def check_claims(run: "Run", layers: Sequence[tuple[str, Sequence[str]]], resolved: dict) -> None:
+    """:class:`RunRefused` when ``resolved``, the config ``run`` composed to from ``layers`` ((what, overrides), in merge
+    order), contradicts what the run's name claims (module docstring): one line per key, naming the value claimed,
+    the value composed and the override that set it. A key the
     backend sets over the run's overrides (:data:`BACKEND_OVER`: a smoke's tiny model and its learning rate) is
     the backend's documented swap, not a contradiction; the description records the value that ran."""
     lines = []
-    for claim, actual in contradictions(composed.run, resolved):
-        layer, source = who_set(claim.key, composed.layers)
+    for claim, actual in contradictions(run, resolved):
+        layer, source = who_set(claim.key, layers)
         if layer != BACKEND_OVER:
             lines.append(f"{claim.key}: {claim.what} says {_shown(claim.value)}, the composed config has "
                          f"{_shown(actual)}; {source}")
     if lines:
-        raise RunRefused(composed.run.name, "\n  ".join([*lines, ADVICE]), what=REFUSED)
+        raise RunRefused(run.name, "\n  ".join([*lines, ADVICE]), what=REFUSED)
 
 
 def _recordable(value: Any) -> Any:

@@ -96,7 +96,7 @@ class ComposedRun:
                     resolved, notes = check_as_the_driver(config)
         except Exception as error:  # a bad config: Hydra's, verl's or verl-ext's message, with its causes
             raise RunRefused(self.run.name, error_text(error)) from error
-        check_claims(self, resolved)  # the name says what the config trains, or the run is refused
+        check_claims(self.run, self.layers, resolved)  # the name says what the config trains, or the run is refused
         return CheckedRun(self, config, resolved, tuple(notes))
 
 
