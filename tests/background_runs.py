@@ -5,8 +5,10 @@ starting Ray workers one after another, using about 60% of this machine's two co
 tests run in one process on about one core. So ``tests/conftest.py`` moves the e2e tests to the end of
 the session and, when collection ends, queues the runs of every selected e2e module that defines
 ``background_runs(root: Path)`` (returning picklable results), longest first (the module's
-``BACKGROUND_MINUTES``); one child process at a time runs them while the rest of the suite goes on. The module's ``runs`` fixture asks for ``background_results`` and
-gets what the function returned, waiting while it still runs (a module nobody queued is run then).
+``BACKGROUND_MINUTES``); two child processes at a time run them while the rest of the suite goes on, as long as
+their modules' peak memory (``BACKGROUND_PEAK_GIB``) fits beside each other's (a job that fits nowhere runs once
+it is alone). The module's ``runs`` fixture asks for ``background_results`` and gets what the function
+returned, waiting while it still runs (a module nobody queued is run then).
 
 The child is ``python -m tests.background_runs MODULE_FILE OUT``: it imports the test module from its file,
 calls ``background_runs(OUT/work)`` and writes ``OUT/results.pickle`` (under a temporary name, then
@@ -30,6 +32,7 @@ from typing import Any, Optional
 REPO = Path(__file__).resolve().parents[1]
 FUNCTION = "background_runs"
 BACKGROUND_MINUTES = "BACKGROUND_MINUTES"  # a module's measured duration: longer ones are queued first
+BACKGROUND_PEAK_GIB = "BACKGROUND_PEAK_GIB"  # the memory a module's runs take at their peak (measured)
 TIMEOUT_SECONDS = 40 * 60  # a module's runs take 2-6 minutes on two cores; this only stops a hung child
 RESULTS = "results.pickle"
 
@@ -38,6 +41,7 @@ RESULTS = "results.pickle"
 class Job:
     module_file: Path
     out: Path
+    peak_gib: float = 0.0  # the memory its runs take at their peak (the module's BACKGROUND_PEAK_GIB)
     started: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     process: Optional[subprocess.Popen] = None
@@ -48,7 +52,12 @@ class Job:
 class BackgroundRuns:
     """A queue of test modules whose ``background_runs`` run one at a time in child processes."""
 
-    def __init__(self, base_dir: Path, environment: dict[str, str]):
+    def __init__(self, base_dir: Path, environment: dict[str, str], workers: int = 1,
+                 memory_gib: Optional[float] = None):
+        """``workers`` children at most at a time, and together no more than ``memory_gib`` of their modules'
+        declared peaks (None: no limit); a job that fits nowhere runs once nothing else does."""
+        self.memory_gib = memory_gib
+        self.running: list[Job] = []
         self.base_dir = Path(base_dir)
         # the environment when the session started: tests that monkeypatch os.environ meanwhile do not leak into a child
         self.environment = dict(environment)
@@ -57,8 +66,10 @@ class BackgroundRuns:
         self.lock = threading.Lock()
         self.wakeup = threading.Condition(self.lock)
         self.closed = False
-        self.threads = [threading.Thread(target=self._work, name="background-runs", daemon=True)]
-        self.threads[0].start()
+        self.threads = [threading.Thread(target=self._work, name=f"background-runs-{index + 1}", daemon=True)
+                        for index in range(workers)]
+        for thread in self.threads:
+            thread.start()
 
     def widen(self) -> None:
         """From now on, two children at a time (once): what the session calls when its own tests are done and it
@@ -70,14 +81,15 @@ class BackgroundRuns:
             self.threads.append(thread)
         thread.start()
 
-    def enqueue(self, module_file: Path, first: bool = False) -> Job:
-        """Queue ``module_file``'s runs (once); ``first``: ahead of the others (a test is waiting for them)."""
+    def enqueue(self, module_file: Path, first: bool = False, peak_gib: float = 0.0) -> Job:
+        """Queue ``module_file``'s runs (once); ``first``: ahead of the others (a test is waiting for them);
+        ``peak_gib``: the memory they take at their peak."""
         module_file = Path(module_file).resolve()
         with self.lock:
             job = self.jobs.get(module_file)
             if job is None:
                 out = self.base_dir / f"{len(self.jobs)}_{module_file.stem}"
-                job = self.jobs[module_file] = Job(module_file, out)
+                job = self.jobs[module_file] = Job(module_file, out, peak_gib)
                 if self.closed:
                     job.failure = "the session ended before it started"
                     job.done.set()
@@ -108,10 +120,18 @@ class BackgroundRuns:
         for process in running:
             _terminate(process)
 
+    def _next_job(self) -> Optional[Job]:
+        """The first queued job whose peak fits beside the running ones (any job when none runs)."""
+        in_use = sum(job.peak_gib for job in self.running)
+        for job in self.queue:
+            if not self.running or self.memory_gib is None or in_use + job.peak_gib <= self.memory_gib:
+                return job
+        return None
+
     def _work(self) -> None:
         while True:
             with self.lock:
-                while not self.queue and not self.closed:
+                while not self.closed and (job := self._next_job()) is None:
                     self.wakeup.wait()
                 if self.closed:
                     for job in self.jobs.values():
@@ -119,8 +139,14 @@ class BackgroundRuns:
                             job.failure = "the session ended before it started"
                             job.done.set()
                     return
-                job = self.queue.pop(0)
-            self._run(job)
+                self.queue.remove(job)
+                self.running.append(job)
+            try:
+                self._run(job)
+            finally:
+                with self.lock:
+                    self.running.remove(job)
+                    self.wakeup.notify_all()
 
     def _run(self, job: Job) -> None:
         job.out.mkdir(parents=True, exist_ok=True)

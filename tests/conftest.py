@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.background_runs import BACKGROUND_MINUTES, FUNCTION, BackgroundRuns
+from tests.background_runs import BACKGROUND_MINUTES, BACKGROUND_PEAK_GIB, FUNCTION, BackgroundRuns
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -42,13 +42,19 @@ def shared_datasets():
 # --- e2e runs in the background (tests/background_runs.py) ---------------------------------------------
 
 BACKGROUND = pytest.StashKey()
+MEMORY_RESERVE_GIB = 5.0  # what pytest's own process (up to ~2.5 GiB) and the system keep beside the background runs
 
 
 def _background(config) -> BackgroundRuns:
     if BACKGROUND not in config.stash:
         # the session's numbered temporary folder, as tmp_path_factory gives it (pytest's own attribute)
         base = config._tmp_path_factory.mktemp("background_runs")
-        config.stash[BACKGROUND] = BackgroundRuns(base, dict(os.environ))
+        # two children from the start, as long as their modules' peaks fit in this machine's memory beside pytest
+        # itself and the system (their runs wait on Ray's start-ups for much of their time: one alone uses ~0.85 core)
+        import psutil
+
+        memory_gib = psutil.virtual_memory().total / 2**30 - MEMORY_RESERVE_GIB
+        config.stash[BACKGROUND] = BackgroundRuns(base, dict(os.environ), workers=2, memory_gib=memory_gib)
     return config.stash[BACKGROUND]
 
 
@@ -70,9 +76,9 @@ def pytest_collection_finish(session):
         if item.get_closest_marker("e2e") and hasattr(module, FUNCTION) and item.path not in modules:
             modules.append(item.path)
     # longest first, so that the last runs to finish are short ones, two at a time (BACKGROUND_MINUTES of each module)
-    minutes = {item.path: getattr(item.module, BACKGROUND_MINUTES, 0) for item in session.items if item.path in modules}
-    for path in sorted(modules, key=lambda path: -minutes[path]):
-        _background(session.config).enqueue(path)
+    declared = {item.path: item.module for item in session.items if item.path in modules}
+    for path in sorted(modules, key=lambda path: -getattr(declared[path], BACKGROUND_MINUTES, 0)):
+        _background(session.config).enqueue(path, peak_gib=getattr(declared[path], BACKGROUND_PEAK_GIB, 0.0))
 
 
 def pytest_sessionfinish(session):

@@ -103,3 +103,30 @@ def test_widened_two_modules_run_at_once_and_close_stops_both(tmp_path, backgrou
     background.close()
     for job in jobs:
         assert job.done.wait(60) and job.process.poll() is not None
+
+
+def test_two_workers_pair_only_modules_whose_peaks_fit_in_the_memory_given(tmp_path):
+    """Two at a time, but never two whose declared peaks exceed the memory: the big one runs beside the small one
+    that fits, and the two big ones one after the other, in queue order otherwise."""
+    body = """
+        import time
+        def background_runs(root):
+            started = time.time(); time.sleep(1.0)
+            return {"span": (started, time.time())}
+    """
+    names = ("big", "also_big", "small")
+    paths = {name: module(tmp_path, name, body) for name in names}
+    runs = BackgroundRuns(tmp_path / "out", dict(os.environ), workers=2, memory_gib=10)
+    try:
+        runs.enqueue(paths["big"], peak_gib=7)
+        runs.enqueue(paths["also_big"], peak_gib=6)
+        runs.enqueue(paths["small"], peak_gib=3)
+        spans = {name: runs.results(paths[name])["span"] for name in names}
+    finally:
+        runs.close()
+
+    def overlap(a, b):
+        return spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]
+
+    assert overlap("big", "small") and not overlap("big", "also_big")
+    assert spans["also_big"][0] >= spans["big"][1]

@@ -19,6 +19,7 @@ from verl_ext.plotting import plot_main
 
 pytestmark = pytest.mark.e2e
 BACKGROUND_MINUTES = 4  # how long background_runs took (two cores, under the suite's load): the queue's order
+BACKGROUND_PEAK_GIB = 6  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 
 def training_steps(metrics_file):

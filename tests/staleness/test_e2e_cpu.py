@@ -52,6 +52,7 @@ from verl_ext.rollout_events import push_rounds, replica_nodes
 
 pytestmark = pytest.mark.e2e
 BACKGROUND_MINUTES = 6.5  # how long background_runs took (two cores, under the suite's load): the queue's order
+BACKGROUND_PEAK_GIB = 8  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 STEPS = 7
 # global step of the checkpoint resumed from: steps 0-2 done, between the syncs after steps 1 and 4; written

@@ -31,6 +31,7 @@ from verl_ext.staleness.schedule import StalenessSchedule
 
 pytestmark = pytest.mark.e2e
 BACKGROUND_MINUTES = 5.7  # how long background_runs took (two cores, under the suite's load): the queue's order
+BACKGROUND_PEAK_GIB = 5.5  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 LORA_STEPS = 6
 LORA_SCHEDULE = StalenessSchedule(sync_interval=3, sync_offset=1)
