@@ -31,8 +31,8 @@ import pytest
 import torch
 
 pytestmark = pytest.mark.e2e
-BACKGROUND_MINUTES = 8  # how long background_runs took (two cores, under the suite's load): the queue's order
-BACKGROUND_PEAK_GIB = 11  # the memory its runs take at their peak (PSS), for the queue's pairing
+BACKGROUND_MINUTES = 7  # how long background_runs took (two cores, under the suite's load): the queue's order
+BACKGROUND_PEAK_GIB = 10.5  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 ALGORITHM = "algorithm.adv_estimator={} actor_rollout_ref.actor.policy_loss.loss_mode={}"
 FAMILIES = {

@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 BACKGROUND_MINUTES = 4  # how long background_runs took (two cores, under the suite's load): the queue's order
-BACKGROUND_PEAK_GIB = 5.5  # the memory its runs take at their peak (PSS), for the queue's pairing
+BACKGROUND_PEAK_GIB = 5  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 STEPS = 4
 

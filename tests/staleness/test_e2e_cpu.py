@@ -51,7 +51,7 @@ from tests.staleness.e2e_runs import (
 from verl_ext.rollout_events import push_rounds, replica_nodes
 
 pytestmark = pytest.mark.e2e
-BACKGROUND_MINUTES = 6.5  # how long background_runs took (two cores, under the suite's load): the queue's order
+BACKGROUND_MINUTES = 9.5  # how long background_runs took (two cores, under the suite's load): the queue's order
 BACKGROUND_PEAK_GIB = 8  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 STEPS = 7

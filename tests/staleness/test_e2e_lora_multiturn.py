@@ -30,7 +30,7 @@ from verl_ext import metric_names
 from verl_ext.staleness.schedule import StalenessSchedule
 
 pytestmark = pytest.mark.e2e
-BACKGROUND_MINUTES = 5.7  # how long background_runs took (two cores, under the suite's load): the queue's order
+BACKGROUND_MINUTES = 5.5  # how long background_runs took (two cores, under the suite's load): the queue's order
 BACKGROUND_PEAK_GIB = 5.5  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 LORA_STEPS = 6

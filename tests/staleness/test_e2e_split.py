@@ -42,8 +42,8 @@ from verl_ext.checkpoint_backends import CPU_BACKEND
 from verl_ext.staleness.config import engine_pool_overrides
 
 pytestmark = pytest.mark.e2e
-BACKGROUND_MINUTES = 7  # how long background_runs took (two cores, under the suite's load): the queue's order
-BACKGROUND_PEAK_GIB = 7.5  # the memory its runs take at their peak (PSS), for the queue's pairing
+BACKGROUND_MINUTES = 4.5  # how long background_runs took (two cores, under the suite's load): the queue's order
+BACKGROUND_PEAK_GIB = 7  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 STEPS = 5
 RESUME_AT = 3  # steps 0-2 done; written inside step 2, while version 2 may still be generating steps 3-4
