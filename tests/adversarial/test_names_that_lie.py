@@ -66,15 +66,16 @@ def test_an_override_that_contradicts_the_name_is_refused_naming_key_values_and_
     assert not (tmp_path / "out").exists()  # nothing written
 
 
-def test_a_run_named_without_a_setting_claims_the_on_policy_schedule(tmp_path):
-    """The quickstart's run (``grpo``, no setting) given a delayed schedule by an override trains off-policy."""
+def test_a_run_named_without_a_setting_claims_no_schedule_and_records_the_one_it_trains(tmp_path):
+    """The quickstart's run (``grpo``, no setting) given a delayed schedule by the user's overrides trains it (the
+    quickstart has no setting of its own: the schedule comes after ``--``); its description says which."""
+    from verl_ext.runs.claims import SCHEDULE_KEYS, claims, recorded_values
+
     run = Run.from_preset("grpo", parse_algorithm("grpo"), overrides=(
         "trainer.v1.trainer_mode=delayed_sync", "trainer.v1.delayed_sync.sync_interval=20"))
-    message = refusal(run, tmp_path)
-    assert "trainer.v1.delayed_sync.sync_interval: the name (no setting: on-policy) says 1, the composed config has 20" \
-        in message, message
-    # a name of the caller's own (a benchmark's runs) says nothing of the schedule
-    check(Run.from_preset("bench_way_0", parse_algorithm("grpo"), overrides=run.overrides[-2:]), tmp_path)
+    assert not {claim.key for claim in claims(run)} & {*SCHEDULE_KEYS, "trainer.v1.trainer_mode"}
+    recorded = recorded_values(run, check(run, tmp_path).resolved)
+    assert recorded["trainer.v1.trainer_mode"] == "delayed_sync" and recorded[SCHEDULE_KEYS[0]] == 20
 
 
 def test_the_quickstart_refuses_a_lie_before_it_builds_assets(tmp_path, monkeypatch):

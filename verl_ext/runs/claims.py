@@ -19,10 +19,9 @@ keys                                            claimed value
 ``algorithm.adv_estimator``, ``..loss_mode``    the preset's estimator and policy loss
 ``actor.clip_ratio_low`` / ``_high``            the clipping range, for a clipped preset (``@EPS_LOW_EPS_HIGH``
                                                 or the default (0.2, 0.2))
-``trainer.v1.trainer_mode`` and the             the setting's (``delayed_sync``, m, n, offline); a run named
-``trainer.v1.delayed_sync`` schedule            in the one format without a setting (the quickstart's) claims
-                                                the on-policy schedule (any mode; under ``delayed_sync``: m = 1,
-                                                n = 0, not offline)
+``trainer.v1.trainer_mode`` and the             the setting's (``delayed_sync``, m, n, offline), for a name with
+``trainer.v1.delayed_sync`` schedule            a setting; a name without one (the quickstart's, a benchmark's)
+                                                claims no schedule: its description records the one that ran
 ``..delayed_sync.zero_variance_masking``        on when the name has ``-zvm``, else off
 ``actor_rollout_ref.actor.optim.lr``            the learning rate, when the name has one (``-lr``)
 the seed keys                                   the seed, when the name has one (``-seed``)
@@ -136,15 +135,6 @@ def contradictions(run: "Run", resolved: dict) -> list[tuple[Claim, Any]]:
         actual = value_at(resolved, claim.key, _MISSING)
         if actual is not _MISSING and not _same(claim.value, actual):
             found.append((claim, actual))
-    if (run.algorithm is not None and run.setting is None and run.name == run.label
-            and value_at(resolved, MODE_KEY) == TRAINER_MODE):
-        # named in the one format without a setting (the quickstart's): on-policy; under delayed_sync that is the
-        # (1, 0, not offline) schedule. A name of the caller's own (a benchmark's) says nothing of the schedule.
-        on_policy = Setting()
-        for key, value in zip(SCHEDULE_KEYS, (on_policy.sync_interval, on_policy.sync_offset, on_policy.offline)):
-            actual = value_at(resolved, key, _MISSING)
-            if actual is not _MISSING and not _same(value, actual):
-                found.append((Claim(key, value, "the name (no setting: on-policy)"), actual))
     return found
 
 
