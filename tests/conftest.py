@@ -49,12 +49,13 @@ def _background(config) -> BackgroundRuns:
     if BACKGROUND not in config.stash:
         # the session's numbered temporary folder, as tmp_path_factory gives it (pytest's own attribute)
         base = config._tmp_path_factory.mktemp("background_runs")
-        # two children from the start, as long as their modules' peaks fit in this machine's memory beside pytest
-        # itself and the system (their runs wait on Ray's start-ups for much of their time: one alone uses ~0.85 core)
+        # one child while the other tests run (they take the other core; two children beside them starve them, and
+        # the suite then ends with them alone on one core), two once they are done, as long as the two modules' peaks
+        # fit in this machine's memory beside pytest itself and the system
         import psutil
 
         memory_gib = psutil.virtual_memory().total / 2**30 - MEMORY_RESERVE_GIB
-        config.stash[BACKGROUND] = BackgroundRuns(base, dict(os.environ), workers=2, memory_gib=memory_gib)
+        config.stash[BACKGROUND] = BackgroundRuns(base, dict(os.environ), workers=1, memory_gib=memory_gib)
     return config.stash[BACKGROUND]
 
 
