@@ -178,6 +178,15 @@ class BackgroundRuns:
         job.done.set()
 
 
+def print_costs(results) -> None:
+    """One line per run result (a launched run's ``RunResult``): its wall time, CPU time and peak memory, for the
+    child's log (what a module's ``BACKGROUND_MINUTES`` and ``BACKGROUND_PEAK_GIB`` come from)."""
+    for result in results:
+        measured = result.measurements
+        print(f"{result.run.name}: {measured.wall_seconds:.0f} s wall, {measured.cpu_seconds:.0f} CPU-s, "
+              f"{measured.peak_pss_bytes / 2**30:.1f} GiB peak PSS", flush=True)
+
+
 def _terminate(process: Optional[subprocess.Popen]) -> None:
     if process is None or process.poll() is not None:
         return

@@ -30,6 +30,8 @@ import re
 import pytest
 import torch
 
+from tests.background_runs import print_costs
+
 pytestmark = pytest.mark.e2e
 BACKGROUND_MINUTES = 7  # how long background_runs took (two cores, under the suite's load): the queue's order
 BACKGROUND_PEAK_GIB = 10.5  # the memory its runs take at their peak (PSS), for the queue's pairing
@@ -117,10 +119,7 @@ def background_runs(root):
                     f"trainer.rollout_data_dir={root / 'dumps' / 'split_1_0'}"))
             ).raise_for_error()
             results["dumps"] = root / "dumps"
-            for name in ("rec_oneside_nois", "delayed_sync_1_0", "split_1_0"):
-                measured = results[name].measurements
-                print(f"{results[name].run.name}: {measured.wall_seconds:.0f} s wall, {measured.cpu_seconds:.0f} CPU-s, "
-                      f"{measured.peak_pss_bytes / 2**30:.1f} GiB peak PSS")
+            print_costs(results[name] for name in ("rec_oneside_nois", "delayed_sync_1_0", "split_1_0"))
         result, summary = quickstart.result()
         results["opmd"], results["opmd_summary"] = result.raise_for_error(), summary
     results["refused_rerun"] = refused_rerun(root / "quickstart", assets)

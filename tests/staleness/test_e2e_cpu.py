@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.background_runs import print_costs
 from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES
 from tests.staleness import odd_count_reward
 from tests.staleness.e2e_runs import (
@@ -153,10 +154,7 @@ def background_runs(root):
     print(f"two-node cluster and Ray: {cluster_start:.0f} s")
     results = {"uninterrupted": uninterrupted, "overlap": overlap, "resumed": resumed, "offline": offline,
                "uninterrupted_ws1": uninterrupted_ws1, "offline_ws1": offline_ws1}
-    for result in results.values():
-        measured = result.measurements
-        print(f"{result.run.name}: {measured.wall_seconds:.0f} s wall, {measured.cpu_seconds:.0f} CPU-s, "
-              f"{measured.peak_pss_bytes / 2**30:.1f} GiB peak PSS")
+    print_costs(results.values())
     return {**results, "dumps": dumps, "assets": assets, "cluster_start_seconds": cluster_start}
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.background_runs import print_costs
 from tests.staleness.e2e_runs import per_step, rollout_dump
 from verl_ext import metric_names
 from verl_ext.staleness.schedule import StalenessSchedule
@@ -89,10 +90,7 @@ def background_runs(root):
             *MULTI_TURN, *tiny_count_tool_overrides(), f"trainer.rollout_data_dir={dumps['multi_turn']}"))
         ).raise_for_error()
     results = {"lora": lora, "resumed": resumed, "multi_turn": multi_turn}
-    for result in results.values():
-        measured = result.measurements
-        print(f"{result.run.name}: {measured.wall_seconds:.0f} s wall, {measured.cpu_seconds:.0f} CPU-s, "
-              f"{measured.peak_pss_bytes / 2**30:.1f} GiB peak PSS")
+    print_costs(results.values())
     return {**results, "dumps": dumps, "assets": assets, "adapter": adapter}
 
 

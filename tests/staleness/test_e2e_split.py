@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.background_runs import print_costs
 from tests.staleness.e2e_runs import (
     ROLLOUT_N,
     SCHEDULE,
@@ -107,10 +108,7 @@ def background_runs(root):
             )
         ).raise_for_error()
     results = {"overlap": overlap, "resumed": resumed, "offline": offline}
-    for result in results.values():
-        measured = result.measurements
-        print(f"{result.run.name}: {measured.wall_seconds:.0f} s wall, {measured.cpu_seconds:.0f} CPU-s, "
-              f"{measured.peak_pss_bytes / 2**30:.1f} GiB peak PSS")
+    print_costs(results.values())
     return {**results, "dumps": dumps, "assets": assets}
 
 
