@@ -16,7 +16,9 @@ What a name claims (:func:`claims`), for a run built from a preset:
 ==============================================  ==============================================================
 keys                                            claimed value
 ==============================================  ==============================================================
-``algorithm.adv_estimator``, ``..loss_mode``    the preset's estimator and policy loss
+``algorithm.adv_estimator``, ``..loss_mode``    the preset's estimator and policy loss (a ``loss_mode`` naming one
+                                                of verl's own losses is the documented way to train it on the
+                                                preset's estimator and setting: not a contradiction, recorded)
 ``actor.clip_ratio_low`` / ``_high``            the clipping range, for a clipped preset (``@EPS_LOW_EPS_HIGH``
                                                 or the default (0.2, 0.2))
 ``trainer.v1.trainer_mode`` and the             the setting's (``delayed_sync``, m, n, offline), for a name with
@@ -48,7 +50,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from verl_ext.algorithms.presets import ESTIMATOR_KEY, POLICY_LOSS_KEY, number_label
-from verl_ext.algorithms.registry import EPSILONS
+from verl_ext.algorithms.registry import EPSILONS, POLICY_LOSSES
 from verl_ext.run_description import RunDescription
 from verl_ext.runs.overrides import override_key
 from verl_ext.runs.run import LEARNING_RATE_KEY, SEED_KEYS, RunRefused
@@ -133,6 +135,8 @@ def contradictions(run: "Run", resolved: dict) -> list[tuple[Claim, Any]]:
     found = []
     for claim in claims(run):
         actual = value_at(resolved, claim.key, _MISSING)
+        if claim.key == POLICY_LOSS_KEY and actual not in POLICY_LOSSES:
+            continue  # one of verl's own losses on the preset's estimator and setting (docs/algorithms.md): recorded
         if actual is not _MISSING and not _same(claim.value, actual):
             found.append((claim, actual))
     return found
