@@ -253,12 +253,24 @@ def test_a_two_node_cpu_smoke_runs_inside_a_local_cluster_that_is_gone_afterward
     from verl_ext.experiments.modes import Tools
 
     seen = []
-    before = set(cluster_processes())  # other local clusters on this machine (another test's) are not counted
+
+    def this_clusters(token):
+        """The local-cluster processes that carry this cluster's token (another test's cluster, started
+        meanwhile by a background run, carries its own)."""
+        needle = f"RAY_AUTH_TOKEN={token}\0".encode()
+        mine = set()
+        for pid in cluster_processes():
+            try:
+                if needle in Path(f"/proc/{pid}/environ").read_bytes():
+                    mine.add(pid)
+            except OSError:
+                continue  # gone meanwhile
+        return mine
 
     def measure(argv, env, log_path, metrics_path=None, echo=False, timeout=None, also_measure=None):
         from verl_ext.runs.monitor import RunMeasurements
 
-        seen.append((argv, env, set(cluster_processes()) - before))
+        seen.append((argv, env, this_clusters(env["RAY_AUTH_TOKEN"])))
         return RunMeasurements(0, 0.0, 0, 0, 0.0, None, None)
 
     environ = script_environment(tmp_path, VERL_EXT_CPU_SMOKE="1", VERL_EXT_TINY_ASSETS=str(tmp_path / "tiny"))
@@ -269,7 +281,7 @@ def test_a_two_node_cpu_smoke_runs_inside_a_local_cluster_that_is_gone_afterward
     assert "trainer.nnodes=2" in argv and cluster  # the cluster was up while main_ppo ran
     assert env[RAY_ADDRESS_ENV].startswith("127.0.0.1:") and env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN"]
     assert "+ray_kwargs.ray_init.address=${oc.env:VERL_EXT_CPU_RAY_ADDRESS,local}" in argv
-    assert not cluster & set(cluster_processes())  # and stopped when it ended
+    assert not this_clusters(env["RAY_AUTH_TOKEN"])  # and stopped when it ended
 
 
 def test_a_world_size_that_cannot_fit_in_memory_is_refused_naming_the_key():
