@@ -1,9 +1,12 @@
-"""``verl-ext lab`` end to end: two tiny runs of verl's real ``main_ppo`` on the CPU backend, one Ray start-up.
+"""``verl-ext lab`` end to end: a tiny run of verl's real ``main_ppo`` on the CPU backend through the lab's command.
 
-REINFORCE and REC-OneSide-NoIS, 4 steps each under sync_interval=2 (lags 0, 1, 0, 1). Evidence comes from
-what verl logged (its file logger) and what the lab printed (table and the JSON last line), not from exit
-codes: the loss that ran is ours (REC-OneSide's clip fraction is logged, REINFORCE's is not), the schedule is
-delayed_sync's, the KL to the initial policy is measured, and the JSON agrees with the logged rewards.
+RED-Drop (its estimator drops excess negatives, plain REINFORCE as the loss), 4 steps under sync_interval=2 (lags
+0, 1, 0, 1). Evidence comes from what verl logged (its file logger) and what the lab printed (table and the JSON
+last line), not from exit codes: the estimator and the loss that ran are ours (RED-Drop's dropped fraction and
+REINFORCE's metrics are logged, no clip fraction), the schedule is delayed_sync's, the KL to the initial policy is
+measured, and the JSON agrees with the logged rewards. This is also the suite's RED-Drop run (tests/cpu/
+test_e2e_main_ppo.py runs the other families); how the lab runs several runs in one Ray start-up is
+tests/lab/test_runner.py's and test_cli.py's.
 """
 
 import json
@@ -11,10 +14,12 @@ import json
 import pytest
 
 pytestmark = pytest.mark.e2e
-BACKGROUND_MINUTES = 4  # how long background_runs took (two cores, under the suite's load): the queue's order
+BACKGROUND_MINUTES = 2.5  # how long background_runs took (two cores, under the suite's load): the queue's order
 BACKGROUND_PEAK_GIB = 5  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 STEPS = 4
+ALGORITHM = "red_drop"
+RUN = f"{ALGORITHM}-lr0.001-sync_interval_2-T{STEPS}-seed0"  # the lab's run name
 
 
 def background_runs(root):
@@ -28,7 +33,7 @@ def background_runs(root):
     out, assets = root / "lab_e2e", root / "assets"
     build_tiny_assets(assets)
     stdout = io.StringIO()
-    argv = ["--algorithms", "reinforce,rec_oneside_nois", "--sync-interval", "2", "--steps", str(STEPS),
+    argv = ["--algorithms", ALGORITHM, "--sync-interval", "2", "--steps", str(STEPS),
             "--out", str(out), "--assets", str(assets), "--json"]
     with contextlib.redirect_stdout(stdout):
         status = lab_main(argv)
@@ -50,29 +55,32 @@ def test_the_lab_exits_cleanly_and_prints_json_last(lab):
     assert lab["status"] == 0, (lab["out"] / "lab.log").read_text()[-4000:]
     records = json.loads(lab["stdout"].strip().splitlines()[-1])
     assert [(r["algorithm"], r["sync_interval"], r["sync_offset"], r["offline"], r["seed"]) for r in records] == [
-        ("rec_reinforce", 2, 0, False, 0), ("rec_oneside_nois", 2, 0, False, 0)]
+        (ALGORITHM, 2, 0, False, 0)]
     assert all(r["error"] is None and r["steps"] == STEPS for r in records)
-    assert "rec_oneside_nois" in lab["stdout"] and "KL to initial" in lab["stdout"]
+    assert ALGORITHM in lab["stdout"] and "KL to initial" in lab["stdout"]
     assert (lab["out"] / "custom.png").stat().st_size > 10_000
 
 
 def test_json_figures_are_the_logged_rewards(lab):
-    records = {r["algorithm"]: r for r in json.loads(lab["stdout"].strip().splitlines()[-1])}
-    for algorithm, name in (("rec_reinforce", "rec_reinforce-lr0.001-sync_interval_2-T4-seed0"),
-                            ("rec_oneside_nois", "rec_oneside_nois-lr0.001-sync_interval_2-T4-seed0")):
-        steps = logged(lab["out"], name)
-        rewards = [step["critic/score/mean"] for step in steps]
-        assert len(rewards) == STEPS
-        assert records[algorithm]["final_reward"] == pytest.approx(rewards[-1], abs=1e-4)  # 10% of 4 steps: the last
+    record, = json.loads(lab["stdout"].strip().splitlines()[-1])
+    rewards = [step["critic/score/mean"] for step in logged(lab["out"], RUN)]
+    assert len(rewards) == STEPS and all(0.0 <= reward <= 1.0 for reward in rewards)
+    assert record["final_reward"] == pytest.approx(rewards[-1], abs=1e-4)  # 10% of 4 steps: the last
 
 
-def test_runs_used_our_losses_the_staleness_schedule_and_measured_kl(lab):
-    oneside = logged(lab["out"], "rec_oneside_nois-lr0.001-sync_interval_2-T4-seed0")
-    reinforce = logged(lab["out"], "rec_reinforce-lr0.001-sync_interval_2-T4-seed0")
-    for steps in (oneside, reinforce):
-        assert [step["staleness/lag"] for step in steps] == [0, 1, 0, 1]
-        assert [step["staleness/synced"] for step in steps] == [0, 1, 0, 1]
-        assert steps[0]["actor/kl_loss"] < 1e-3  # the first step trains the initial policy (numerical noise only)
-        assert steps[-1]["actor/kl_loss"] > 100 * steps[0]["actor/kl_loss"]  # three optimizer steps later it is not
-    assert all("actor/pg_clipfrac" in step for step in oneside)
-    assert not any("actor/pg_clipfrac" in step for step in reinforce)
+def test_the_run_used_our_estimator_and_loss_the_staleness_schedule_and_measured_kl(lab):
+    from tests.cpu.test_e2e_main_ppo import expected_loss_metrics
+    from verl_ext import metric_names
+
+    steps = logged(lab["out"], RUN)
+    assert [step["step"] for step in steps] == list(range(1, STEPS + 1))
+    assert [step["staleness/lag"] for step in steps] == [0, 1, 0, 1]
+    assert [step["staleness/synced"] for step in steps] == [0, 1, 0, 1]
+    assert steps[0]["actor/kl_loss"] < 1e-3  # the first step trains the initial policy (numerical noise only)
+    assert steps[-1]["actor/kl_loss"] > 100 * steps[0]["actor/kl_loss"]  # three optimizer steps later it is not
+    for step in steps:
+        assert step["actor/grad_norm"] > 0, step["step"]
+        assert 0.0 <= step[metric_names.RED_DROP_DROPPED_FRACTION] <= 1.0, step["step"]  # the estimator's own
+        assert "actor/pg_clipfrac" not in step  # plain REINFORCE clips nothing
+    missing = expected_loss_metrics("rec_reinforce") - set(steps[-1])
+    assert not missing, f"REINFORCE's metrics not logged: {sorted(missing)}"

@@ -3,18 +3,19 @@ explorer/trainer split), end to end: verl's real ``main_ppo`` on the CPU backend
 rollout, verl's standalone rollout replica on a logical GPU of its own, weights through the ``gloo`` checkpoint
 engine (verl's ``CheckpointEngineManager``, as a GPU run with ``nccl``).
 
-Three runs share one Ray start-up (:class:`CPURaySession` of 2 trainer + 1 engine logical GPUs), made by
+Two runs share one Ray start-up (:class:`CPURaySession` of 2 trainer + 1 engine logical GPUs), made by
 :func:`background_runs` while the rest of the suite runs (tests/background_runs.py):
 
 - "2 + 1": (3, 1) with ``overlap`` over 5 steps, two trainer ranks (FSDP2 over gloo; actor rank 0 sends, rank 1
   walks the collective weight generator) and one engine replica; checkpoints at global steps 3 (mid-interval,
   written while version 2 may still be generating steps 3-4) and 5 (the last: version 5's weights);
-- its resume from the mid-interval checkpoint (2 + 1);
-- "1 + 1": offline without overlap, 2 steps (every batch generated at the start by version 0).
+- its resume from the mid-interval checkpoint (2 + 1).
 
-They train verl's own losses with pi_old = the behaviour policy (verl-ext's under delayed_sync are covered by
-tests/staleness/test_e2e_cpu.py): ``vanilla`` (PPO's clip; the resume must reproduce its run, so the same loss)
-and ``cispo`` offline, one epoch per batch so that the loss's ppo_kl is measured before the update.
+They train verl's own loss ``vanilla`` (PPO's clip; the resume must reproduce its run, so the same loss) with
+pi_old = the behaviour policy (verl-ext's losses under delayed_sync are covered by tests/staleness/test_e2e_cpu.py),
+one epoch per batch so that the loss's ppo_kl is measured before the update. (Offline mode on the split, "1 + 1",
+was a third run: offline is tests/staleness/test_e2e_cpu.py's, the 1 + 1 split tests/cpu/test_e2e_main_ppo.py's;
+the suite's time pays for one run of each.)
 
 Evidence: verl's file logger (every step's metrics), the CPU rollout's event log (every push with the checksum
 of the weights that arrived and of those the engine then holds), the checkpoints' actor weights (sharded over
@@ -43,12 +44,11 @@ from verl_ext.checkpoint_backends import CPU_BACKEND
 from verl_ext.staleness.config import engine_pool_overrides
 
 pytestmark = pytest.mark.e2e
-BACKGROUND_MINUTES = 4.5  # how long background_runs took (two cores, under the suite's load): the queue's order
+BACKGROUND_MINUTES = 3  # how long background_runs took (two cores, under the suite's load): the queue's order
 BACKGROUND_PEAK_GIB = 7  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 STEPS = 5
 RESUME_AT = 3  # steps 0-2 done; written inside step 2, while version 2 may still be generating steps 3-4
-OFFLINE_STEPS = 2
 TRAINER_RANKS, ENGINE_GPUS = 2, 1
 SPLIT = (
     "trainer.v1.trainer_mode=delayed_sync",
@@ -58,9 +58,8 @@ SPLIT = (
 TWO_TRAINER_RANKS = (f"trainer.n_gpus_per_node={TRAINER_RANKS}",)
 KNOBS = ("trainer.v1.delayed_sync.sync_interval=3", "trainer.v1.delayed_sync.sync_offset=1")
 OVERLAP = ("trainer.v1.delayed_sync.overlap=true",)
-OFFLINE = ("trainer.v1.delayed_sync.offline=true",)
 # verl's own losses, one per run (the resume must reproduce its run: the same loss)
-VERL_LOSSES = {"overlap": "vanilla", "resumed": "vanilla", "offline": "cispo"}
+VERL_LOSSES = {"overlap": "vanilla", "resumed": "vanilla"}
 
 
 def loss(run: str) -> str:
@@ -68,7 +67,7 @@ def loss(run: str) -> str:
 
 
 def background_runs(root):
-    """The three runs, in a child process while the rest of the suite runs."""
+    """The two runs, in a child process while the rest of the suite runs."""
     from verl_ext.cpu.ray_session import CPURaySession
     from verl_ext.runs.run import Run
     from verl_ext.cpu.topology import Topology
@@ -76,7 +75,7 @@ def background_runs(root):
 
     assets = root / "assets"
     build_tiny_assets(assets)
-    dumps = {name: root / "dumps" / name for name in ("overlap", "resumed", "offline")}
+    dumps = {name: root / "dumps" / name for name in ("overlap", "resumed")}
     topology = Topology(1, TRAINER_RANKS, engine_gpus=ENGINE_GPUS)
     with CPURaySession(root / "runs", assets, topology=topology) as session:
         overlap = session.run(
@@ -100,14 +99,7 @@ def background_runs(root):
                 ),
             )
         ).raise_for_error()
-        offline = session.run(
-            Run(
-                name="split_offline",
-                steps=OFFLINE_STEPS,
-                overrides=(*SPLIT, *OFFLINE, loss("offline"), f"trainer.rollout_data_dir={dumps['offline']}"),
-            )
-        ).raise_for_error()
-    results = {"overlap": overlap, "resumed": resumed, "offline": offline}
+    results = {"overlap": overlap, "resumed": resumed}
     print_costs(results.values())
     return {**results, "dumps": dumps, "assets": assets}
 
@@ -250,35 +242,13 @@ def test_resumed_run_logs_the_uninterrupted_runs_numbers(runs):
     assert comparison.compared_values >= len(resumed_global_steps) * 40
 
 
-def test_offline_never_pushes_after_the_start(runs):
-    """Offline, with the engine on its own pool and without overlap: one push (through the gloo checkpoint
-    engine, the model file's weights), every batch generated at the start by the initial weights while the
-    trainer waited."""
-    result = runs["offline"]
-    assert [push["weight_version"] for push in pushes(result)] == [0]
-    assert pushes(result)[0]["weight_checksum"] == model_file_checksum(runs["assets"])
-    assert per_step(result, "staleness/lag") == {step: step for step in range(OFFLINE_STEPS)}
-    assert per_step(result, "staleness/behaviour_version") == {step: 0 for step in range(OFFLINE_STEPS)}
-    check_pushes_are_the_only_weight_changes(result)
-    # every batch trained on was generated with the initial weights (the engine's weights never changed after
-    # the push, above), and no push at any step (the gloo engine logs its bytes at each)
-    assert sum(sum(rollout_dump(runs["dumps"]["offline"], step).values()) for step in range(OFFLINE_STEPS)) == (
-        OFFLINE_STEPS * TRAIN_BATCH_SIZE * ROLLOUT_N)
-    assert not [step for step, sent in per_step(result, metric_names.GLOO_WEIGHT_BYTES).items() if sent > 0]
-    # without overlap every batch was generated before the first step, while the trainer waited: nothing hidden
-    busy = per_step(result, "staleness/engine_busy_s")
-    assert per_step(result, "staleness/wait_for_generation_s")[0] > 0.9 * busy[0] > 0
-    assert sum(per_step(result, "staleness/generation_hidden_s").values()) < 0.05 * sum(busy.values())
-
-
 @pytest.mark.parametrize("run", list(VERL_LOSSES))
 def test_verls_loss_trained_on_the_behaviour_policys_log_probs(runs, run):
     """verl's loss ran (its metrics, not verl-ext's), every trained step had a gradient, and its pi_old was the
     behaviour policy: its ppo_kl, mean(log pi_old - log pi_theta) before the update, is 0 at lag 0 and far from 0
-    on stale batches (pi_old recomputed by the actor would make it 0 at every step). With one trainer rank (the
-    offline run: one micro-batch per step, no padding) it is exactly the measured behaviour-minus-current gap;
-    with two, verl logs the mean of the ranks' own means, which differs from the gap over the whole batch when
-    the ranks hold different numbers of tokens."""
+    on stale batches (pi_old recomputed by the actor would make it 0 at every step). (With two trainer ranks verl
+    logs the mean of the ranks' own means, which differs from the behaviour-minus-current gap over the whole batch
+    when the ranks hold different numbers of tokens.)"""
     result = runs[run]
     kl, grad_norms = per_step(result, "actor/ppo_kl"), per_step(result, "actor/grad_norm")
     lags, gap = per_step(result, "staleness/lag"), per_step(result, "staleness/behaviour_minus_current_log_prob")
@@ -289,6 +259,4 @@ def test_verls_loss_trained_on_the_behaviour_policys_log_probs(runs, run):
     stale = [step for step in kl if lags[step] > 0]
     assert stale and max(abs(kl[step]) for step in stale) > 1e-3
     assert all(abs(kl[step]) < 1e-3 for step in kl if lags[step] == 0)
-    if topology_of(result).world_size == 1:
-        for step in kl:
-            assert kl[step] == pytest.approx(gap[step], rel=1e-3, abs=1e-5), step
+    assert all(abs(gap[step]) < 1e-3 for step in kl if lags[step] == 0) and any(abs(gap[step]) > 1e-3 for step in stale)
