@@ -70,10 +70,19 @@ MAX_TIMEOUT = 3600.0  # the longest any start or stop may wait (seconds): a boun
 OBJECT_STORE_BYTES = 512 * 2**20
 MIN_OBJECT_STORE_BYTES = 75 * 2**20  # Ray refuses a smaller object store
 LOG_TAIL_LINES = 30
+# Ray's own limit: a node whose raylet has not registered with the GCS within 30 s (hard-coded in
+# ray._private.node.Node) stops with this message; on an overloaded machine that is load, not a broken setup
+RAY_NODE_START_TIMEOUT_TEXT = "The current node timed out during startup"
+START_ATTEMPTS = 2  # a cluster that hit Ray's limit above is stopped entirely and started once more
 
 
 class ClusterStartError(RuntimeError):
-    """A node of the local cluster did not come up; the message names it and shows its log's end."""
+    """A node of the local cluster did not come up; the message names it and shows its log's end.
+    ``overloaded``: the node stopped at Ray's own 30-second registration limit (worth one more try)."""
+
+    def __init__(self, message: str, overloaded: bool = False):
+        super().__init__(message)
+        self.overloaded = overloaded
 
 
 def _free_port() -> int:
@@ -249,9 +258,24 @@ class LocalRayCluster:
         self.stop()
 
     def start(self) -> "LocalRayCluster":
+        """Start the head, then the worker nodes. A node that stops at Ray's own registration limit (an overloaded
+        machine: :data:`RAY_NODE_START_TIMEOUT_TEXT`) has the whole cluster stopped and started again from
+        nothing, once (:data:`START_ATTEMPTS`), saying so; any other failure stops it and is raised."""
         if self.temp_dir is not None:
             raise RuntimeError("this LocalRayCluster was already started")
         check_memory(self.topology)  # before any node: a cluster the run cannot fit in is never started
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._start_once()
+            except ClusterStartError as error:  # stopped already: nothing of this attempt is left
+                if not error.overloaded or attempt == START_ATTEMPTS:
+                    raise
+                print(f"[verl-ext] local Ray cluster: a node hit Ray's 30-second start-up limit (the machine is "
+                      f"overloaded); starting the cluster again ({attempt + 1} of {START_ATTEMPTS})",
+                      file=sys.stderr, flush=True)
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> "LocalRayCluster":
         logs = _private_folder(self.log_dir)
         # Ray's socket paths live under the temporary folder: keep it short (107-byte limit of a socket path)
         self.temp_dir = Path(tempfile.mkdtemp(prefix="vxrc_", dir="/tmp"))
@@ -304,9 +328,11 @@ class LocalRayCluster:
                 if node.ready():
                     waiting.remove(node)
                 elif node.process.poll() is not None:
+                    tail = node.log_tail()
                     raise ClusterStartError(
                         f"local Ray cluster: {node.name} stopped while starting (exit status "
-                        f"{node.process.returncode}): {' '.join(node.command)}\n{node.log_tail()}"
+                        f"{node.process.returncode}): {' '.join(node.command)}\n{tail}",
+                        overloaded=RAY_NODE_START_TIMEOUT_TEXT in tail,
                     )
             if waiting and time.monotonic() > deadline:
                 node = waiting[0]
