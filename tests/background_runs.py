@@ -34,6 +34,9 @@ REPO = Path(__file__).resolve().parents[1]
 FUNCTION = "background_runs"
 BACKGROUND_MINUTES = "BACKGROUND_MINUTES"  # a module's measured duration: longer ones are queued first
 BACKGROUND_PEAK_GIB = "BACKGROUND_PEAK_GIB"  # the memory a module's runs take at their peak (measured)
+# set (to "1") in a child's environment when the session selected tests marked ``extended`` (pytest.ini): a module's
+# background_runs then also makes the runs only those tests read (the default suite deselects them)
+EXTENDED_ENV = "VERL_EXT_TESTS_EXTENDED"
 TIMEOUT_SECONDS = 40 * 60  # a module's runs take 2-6 minutes on two cores; this only stops a hung child
 RESULTS = "results.pickle"
 
@@ -176,6 +179,11 @@ class BackgroundRuns:
             tail = log_path.read_text(encoding="utf-8", errors="replace")[-6000:]
             job.failure = f"child exited with status {returncode}; log: {log_path}\n...{tail}"
         job.done.set()
+
+
+def extended_runs_wanted() -> bool:
+    """In a child: whether the session selected ``extended`` tests, whose runs background_runs makes only then."""
+    return os.environ.get(EXTENDED_ENV) == "1"
 
 
 def print_costs(results) -> None:

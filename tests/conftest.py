@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.background_runs import BACKGROUND_MINUTES, BACKGROUND_PEAK_GIB, FUNCTION, BackgroundRuns
+from tests.background_runs import BACKGROUND_MINUTES, BACKGROUND_PEAK_GIB, EXTENDED_ENV, FUNCTION, BackgroundRuns
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -42,6 +42,16 @@ def shared_datasets():
 # --- e2e runs in the background (tests/background_runs.py) ---------------------------------------------
 
 BACKGROUND = pytest.StashKey()
+# what a fixture of the other tests keeps running in this process (a local Ray with its actors) and that the e2e
+# tests, last, never use: each is called once, when the first e2e test starts, so that it does not hold a core's
+# share and memory while the e2e runs finish (a fixture's own teardown then finds it stopped)
+RELEASE_BEFORE_E2E: list = []
+
+
+def release_before_e2e() -> None:
+    """Call (once each, last registered first) and forget what :data:`RELEASE_BEFORE_E2E` holds."""
+    while RELEASE_BEFORE_E2E:
+        RELEASE_BEFORE_E2E.pop()()
 MEMORY_RESERVE_GIB = 5.0  # what pytest's own process (up to ~2.5 GiB) and the system keep beside the background runs
 
 
@@ -76,6 +86,8 @@ def pytest_collection_finish(session):
         module = getattr(item, "module", None)
         if item.get_closest_marker("e2e") and hasattr(module, FUNCTION) and item.path not in modules:
             modules.append(item.path)
+    if any(item.get_closest_marker("extended") for item in session.items):  # their runs too (pytest -m extended)
+        _background(session.config).environment[EXTENDED_ENV] = "1"
     # longest first, so that the last runs to finish are short ones, two at a time (BACKGROUND_MINUTES of each module)
     declared = {item.path: item.module for item in session.items if item.path in modules}
     for path in sorted(modules, key=lambda path: -getattr(declared[path], BACKGROUND_MINUTES, 0)):
@@ -92,5 +104,6 @@ def background_results(request):
     """What this module's ``background_runs(root)`` returned, run in a child process (see above). The first e2e test
     to ask comes after every other test (they are last): from then on two children run at a time."""
     background = _background(request.config)
+    release_before_e2e()
     background.widen()
     return background.results(request.path)

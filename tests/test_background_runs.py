@@ -130,3 +130,19 @@ def test_two_workers_pair_only_modules_whose_peaks_fit_in_the_memory_given(tmp_p
 
     assert overlap("big", "small") and not overlap("big", "also_big")
     assert spans["also_big"][0] >= spans["big"][1]
+
+
+def test_what_the_other_tests_keep_running_is_released_once_when_the_e2e_tests_begin():
+    """tests/conftest.py: a fixture's in-process Ray (tests/staleness/conftest.py's TransferQueue) is stopped when the
+    first e2e test asks for its background results, not when the session ends after them."""
+    from tests import conftest
+
+    calls = []
+    saved = list(conftest.RELEASE_BEFORE_E2E)
+    conftest.RELEASE_BEFORE_E2E[:] = [lambda: calls.append("first"), lambda: calls.append("second")]
+    try:
+        conftest.release_before_e2e()
+        conftest.release_before_e2e()  # nothing left: nothing called twice
+    finally:
+        conftest.RELEASE_BEFORE_E2E[:] = saved
+    assert calls == ["second", "first"]

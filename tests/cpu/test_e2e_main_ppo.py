@@ -2,15 +2,17 @@
 
 Five runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
 profile, made by :func:`background_runs` in a child process while the rest of the suite runs
-(tests/background_runs.py). ``rec`` + ``opmd`` goes through the quickstart with two trainer ranks, exactly the
+(tests/background_runs.py). ``rec`` + ``red_weight`` goes through the quickstart with two trainer ranks, exactly the
 README's ``python -m verl_ext.cpu.quickstart -- trainer.n_gpus_per_node=2`` (``python -m
 verl.trainer.main_ppo`` in a child process with its own Ray, as a user runs it: two FSDP2 ranks over gloo, two
 rollout replicas), started first and left running beside the other four, which share one Ray start-up
 (:class:`verl_ext.cpu.ray_session.CPURaySession`, with a logical GPU for the trainer and one for the split's engine):
 
 - ``rec`` + ``rec_oneside_nois`` for 2 steps, saving a checkpoint at step 2;
-- that run resumed from its checkpoint for one more step with ``red_weight`` (a checkpoint holds weights,
-  optimizer and data position, not the loss: one run checks both the resume and red_weight's step);
+- that run resumed from its checkpoint for one more step with ``opmd`` (a checkpoint holds weights, optimizer and
+  data position, not the loss: one run checks both the resume and OPMD's step), ``extended``: made and checked under
+  ``pytest -m extended``, not in the default suite (whose time pays for the resumes under ``delayed_sync``,
+  tests/staleness/test_e2e_cpu.py; OPMD ran on a GPU in the plan's resumed run, docs/gpu.md);
 - ``rec`` + ``rec_oneside_nois`` again, with ``trainer.v1.trainer_mode=delayed_sync`` at (m, n) = (1, 0):
   zero staleness, which must be verl's ``sync`` run above number for number (the same seed: the rollout's
   per-request seeds, verl_ext.seeding; the same batch order, verl_ext.batch_order);
@@ -28,7 +30,7 @@ import re
 import pytest
 import torch
 
-from tests.background_runs import print_costs
+from tests.background_runs import extended_runs_wanted, print_costs
 
 pytestmark = pytest.mark.e2e
 BACKGROUND_MINUTES = 6  # how long background_runs took (two cores, under the suite's load): the queue's order
@@ -57,7 +59,8 @@ def algorithm_overrides(family: str) -> tuple[str, ...]:
     return (*ALGORITHM.format(estimator, loss).split(), *extra)
 
 
-RESUMED_FAMILY = "red_weight"  # trained by the resumed run: step STEPS + 1 only
+RESUMED_FAMILY = "opmd"  # trained by the resumed run (extended tests): step STEPS + 1 only
+QUICKSTART_FAMILY = "red_weight"  # trained by the quickstart
 
 
 def trained_steps(family: str) -> list[int]:
@@ -81,7 +84,7 @@ def background_runs(root):
     results = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         quickstart = pool.submit(
-            run_quickstart, steps=STEPS, algorithm="opmd", out=root / "quickstart", assets=assets, echo=False,
+            run_quickstart, steps=STEPS, algorithm=QUICKSTART_FAMILY, out=root / "quickstart", assets=assets, echo=False,
             extra_overrides=QUICKSTART_TOPOLOGY,
         )
         with CPURaySession(root / "cpu_e2e", assets, topology=Topology(**SPLIT_TOPOLOGY)) as session:
@@ -91,7 +94,7 @@ def background_runs(root):
                     f"trainer.rollout_data_dir={root / 'dumps' / 'sync'}"))
             )
             results["rec_oneside_nois"] = first.raise_for_error()
-            results["resumed"] = results[RESUMED_FAMILY] = session.run(
+            results["resumed"] = results[RESUMED_FAMILY] = None if not extended_runs_wanted() else session.run(
                 Run(
                     "rec_oneside_nois_resumed_red_weight",
                     steps=STEPS + 1,
@@ -115,7 +118,7 @@ def background_runs(root):
             results["dumps"] = root / "dumps"
             print_costs(results[name] for name in ("rec_oneside_nois", "delayed_sync_1_0", "split_1_0"))
         result, summary = quickstart.result()
-        results["opmd"], results["opmd_summary"] = result.raise_for_error(), summary
+        results[QUICKSTART_FAMILY], results["quickstart_summary"] = result.raise_for_error(), summary
     results["refused_rerun"] = refused_rerun(root / "quickstart", assets)
     return results
 
@@ -141,7 +144,7 @@ def refused_rerun(out, assets) -> dict:
     before = files()
     started = time.perf_counter()
     try:
-        run_quickstart(steps=STEPS, algorithm="opmd", out=out, assets=assets, echo=False,
+        run_quickstart(steps=STEPS, algorithm=QUICKSTART_FAMILY, out=out, assets=assets, echo=False,
                        extra_overrides=(*QUICKSTART_TOPOLOGY, REFUSED_OVERRIDE))
         refusal = None
     except RunRefused as refused:
@@ -182,7 +185,12 @@ def pushes(result) -> list[dict]:
     return push_rounds(result.events, replicas(result))
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
+def families(names) -> list:
+    """``names`` as parameters, the resumed run's family marked ``extended`` (its run is made only then)."""
+    return [pytest.param(name, marks=pytest.mark.extended) if name == RESUMED_FAMILY else name for name in names]
+
+
+@pytest.mark.parametrize("family", families(FAMILIES))
 def test_every_step_trains_with_our_loss(runs, family):
     result = runs[family]
     steps = result.steps
@@ -194,7 +202,7 @@ def test_every_step_trains_with_our_loss(runs, family):
     assert not missing, f"{family}: loss metrics not logged: {sorted(missing)}"
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("family", families(FAMILIES))
 def test_rollout_checksum_changes_at_every_weight_push(runs, family):
     result = runs[family]
     events = result.events
@@ -218,7 +226,7 @@ def test_rollout_checksum_changes_at_every_weight_push(runs, family):
     assert all(sum(replica) > 0 for replica in served)
 
 
-@pytest.mark.parametrize("family", ["rec_oneside_nois", "red_weight", "opmd"])
+@pytest.mark.parametrize("family", families(["rec_oneside_nois", "red_weight", "opmd"]))
 def test_rollout_log_probs_are_pi_old_and_agree_with_the_actor(runs, family):
     """bypass_mode=true: pi_old is the rollout's log-probs; before the update the ratio is pi_theta/pi_old = 1."""
     for step in runs[family].steps:
@@ -227,6 +235,7 @@ def test_rollout_log_probs_are_pi_old_and_agree_with_the_actor(runs, family):
         assert abs(step["actor/ppo_kl"]) < 1e-5, step["step"]
 
 
+@pytest.mark.extended
 def test_checkpoint_resume_continues_the_step_count_and_the_weights(runs):
     first, resumed = runs["rec_oneside_nois"], runs["resumed"]
     assert (first.checkpoint_dir / f"global_step_{STEPS}").is_dir()
@@ -242,7 +251,7 @@ def test_checkpoint_resume_continues_the_step_count_and_the_weights(runs):
 
 
 def test_quickstart_summary_is_measured(runs):
-    summary = runs["opmd_summary"]
+    summary = runs["quickstart_summary"]
     assert summary["steps"] == STEPS and summary["last_step"] == STEPS
     assert (summary["nnodes"], summary["n_gpus_per_node"], summary["world_size"]) == (1, 2, 2)
     assert 0.0 <= summary["reward_start"] <= 1.0 and 0.0 <= summary["reward_end"] <= 1.0
@@ -259,8 +268,8 @@ def test_a_refused_rerun_into_the_quickstarts_folder_leaves_the_earlier_run_byte
     rerun = runs["refused_rerun"]
     assert rerun["refusal"] is not None and not rerun["ray_started"]
     assert "loss_mode='nope' is not a registered policy loss" in rerun["refusal"].splitlines()[-1]
-    assert {"summary.json", "verl_ext_cpu/opmd.jsonl", "verl_ext_cpu/opmd/main_ppo.log",
-            "verl_ext_cpu/opmd/rollout_events.jsonl"} <= set(rerun["before"])
+    assert {"summary.json", f"verl_ext_cpu/{QUICKSTART_FAMILY}.jsonl", f"verl_ext_cpu/{QUICKSTART_FAMILY}/main_ppo.log",
+            f"verl_ext_cpu/{QUICKSTART_FAMILY}/rollout_events.jsonl"} <= set(rerun["before"])
     assert rerun["after"] == rerun["before"]
     print(f"refused in {rerun['seconds']:.1f} s")
 
@@ -287,7 +296,7 @@ def test_the_quickstarts_console_is_verls_progress_and_steps_then_the_summary(ru
     from verl_ext.cpu.quickstart import format_summary
     from verl_ext.runs.monitor import ConsoleEcho
 
-    result, summary = runs["opmd"], runs["opmd_summary"]
+    result, summary = runs[QUICKSTART_FAMILY], runs["quickstart_summary"]
     log = result.log_path.read_text(encoding="utf-8")
     assert len(set(re.findall(r"\((\w+) pid=\d+\)", log))) >= 4  # the TaskRunner and Ray's workers wrote to it
     for text in ("target_num_threads", "engine is not available", "Apex are not installed", "Apex is not installed"):
@@ -316,7 +325,7 @@ def test_the_quickstart_ends_with_a_png_of_the_curves_it_logged(runs):
     from verl_ext.cpu.quickstart import format_summary
     from verl_ext.plotting import PANELS, load_runs, panel_series
 
-    result, summary = runs["opmd"], runs["opmd_summary"]
+    result, summary = runs[QUICKSTART_FAMILY], runs["quickstart_summary"]
     png = result.metrics_path.with_suffix(".png")
     assert summary["plot_path"] == str(png)
     assert matplotlib.image.imread(png).shape[1] > 3 * 300
@@ -336,9 +345,9 @@ def test_the_multi_rank_quickstart_sharded_the_actor_and_served_from_two_replica
 
     import re
 
-    result = runs["opmd"]
+    result = runs[QUICKSTART_FAMILY]
     assert sorted(replica_nodes(result.events)) == [0, 1]
-    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16" in runs["opmd_summary"]["command"]
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16" in runs["quickstart_summary"]["command"]
     # two trainer worker processes (Ray prefixes each worker's output with its class and pid)
     assert len(set(re.findall(r"\(WorkerDict pid=(\d+)", result.log_path.read_text()))) == 2
 

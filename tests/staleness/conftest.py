@@ -6,18 +6,33 @@ from omegaconf import OmegaConf
 
 @pytest.fixture(scope="package")
 def transfer_queue():
-    """verl's TransferQueue on a local Ray, started once for this folder and stopped after its last test."""
+    """verl's TransferQueue on a local Ray, started once for this folder and stopped after its last test -- or
+    when the e2e tests begin (they run last, also this folder's, and never use it: its controller and storage
+    actors would poll beside their runs: tests/conftest.py's RELEASE_BEFORE_E2E)."""
     ray = pytest.importorskip("ray")
     import transfer_queue as tq
+
+    from tests.conftest import RELEASE_BEFORE_E2E
 
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+    stopped = []
+
+    def stop() -> None:
+        if stopped:
+            return
+        stopped.append(True)
+        tq.close()
+        if started_ray:
+            ray.shutdown()
+
+    RELEASE_BEFORE_E2E.append(stop)
     yield tq
-    tq.close()
-    if started_ray:
-        ray.shutdown()
+    stop()
+    if stop in RELEASE_BEFORE_E2E:
+        RELEASE_BEFORE_E2E.remove(stop)
 
 
 @pytest.fixture(scope="package")
