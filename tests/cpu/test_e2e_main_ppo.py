@@ -15,7 +15,8 @@ rollout replicas), started first and left running beside the other four, which s
   tests/staleness/test_e2e_cpu.py; OPMD ran on a GPU in the plan's resumed run, docs/gpu.md);
 - ``rec`` + ``rec_oneside_nois`` again, with ``trainer.v1.trainer_mode=delayed_sync`` at (m, n) = (1, 0):
   zero staleness, which must be verl's ``sync`` run above number for number (the same seed: the rollout's
-  per-request seeds, verl_ext.seeding; the same batch order, verl_ext.batch_order);
+  per-request seeds, verl_ext.seeding; the same batch order, verl_ext.batch_order), ``extended`` (the split's
+  run below is ``delayed_sync`` at (1, 0) too, with the engine on its own pool, and must equal ``sync`` as well);
 - the same (1, 0) with the rollout engine on its own pool (``actor_rollout_ref.hybrid_engine=false``: a standalone
   replica on its own logical GPU, the trainer's workers hold no rollout, weights through verl-ext's ``gloo``
   checkpoint engine): the explorer/trainer split at zero staleness, which must be verl's ``sync`` number for number
@@ -102,7 +103,7 @@ def background_runs(root):
                     overrides=(*algorithm_overrides(RESUMED_FAMILY), "trainer.resume_mode=auto"),
                 )
             ).raise_for_error()
-            results["delayed_sync_1_0"] = session.run(
+            results["delayed_sync_1_0"] = None if not extended_runs_wanted() else session.run(
                 Run(
                     "rec_oneside_nois_delayed_sync_1_0",
                     steps=STEPS,
@@ -116,7 +117,7 @@ def background_runs(root):
                     f"trainer.rollout_data_dir={root / 'dumps' / 'split_1_0'}"))
             ).raise_for_error()
             results["dumps"] = root / "dumps"
-            print_costs(results[name] for name in ("rec_oneside_nois", "delayed_sync_1_0", "split_1_0"))
+            print_costs(results[name] for name in ("rec_oneside_nois", "delayed_sync_1_0", "split_1_0") if results[name])
         result, summary = quickstart.result()
         results[QUICKSTART_FAMILY], results["quickstart_summary"] = result.raise_for_error(), summary
     results["refused_rerun"] = refused_rerun(root / "quickstart", assets)
@@ -352,6 +353,7 @@ def test_the_multi_rank_quickstart_sharded_the_actor_and_served_from_two_replica
     assert len(set(re.findall(r"\(WorkerDict pid=(\d+)", result.log_path.read_text()))) == 2
 
 
+@pytest.mark.extended
 def test_delayed_sync_at_zero_staleness_is_verls_sync_step_for_step(runs):
     """(m, n) = (1, 0) and verl's own sync trainer, same seed and data: every logged number of every step
     (reward, loss, grad norm, clip fractions, lengths, ...; not the timings and memory) and the checksum of
