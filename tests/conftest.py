@@ -52,6 +52,8 @@ def release_before_e2e() -> None:
     """Call (once each, last registered first) and forget what :data:`RELEASE_BEFORE_E2E` holds."""
     while RELEASE_BEFORE_E2E:
         RELEASE_BEFORE_E2E.pop()()
+
+
 MEMORY_RESERVE_GIB = 5.0  # what pytest's own process (up to ~2.5 GiB) and the system keep beside the background runs
 
 

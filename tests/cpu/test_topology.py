@@ -247,7 +247,7 @@ def test_a_two_node_cpu_smoke_runs_inside_a_local_cluster_that_is_gone_afterward
     """The experiments launcher starts a two-node cluster around such a run and gives main_ppo the variables
     that join it; main_ppo itself is replaced by a recorder (it would take minutes), the cluster is real."""
     from tests.run_scripts.scripts import script_environment
-    from verl_ext.cpu.local_cluster import cluster_processes
+    from verl_ext.cpu.local_cluster import cluster_processes, processes_with_variable
     from verl_ext.cpu.topology import RAY_ADDRESS_ENV
     from verl_ext.experiments.__main__ import main
     from verl_ext.experiments.modes import Tools
@@ -257,15 +257,7 @@ def test_a_two_node_cpu_smoke_runs_inside_a_local_cluster_that_is_gone_afterward
     def this_clusters(token):
         """The local-cluster processes that carry this cluster's token (another test's cluster, started
         meanwhile by a background run, carries its own)."""
-        needle = f"RAY_AUTH_TOKEN={token}\0".encode()
-        mine = set()
-        for pid in cluster_processes():
-            try:
-                if needle in Path(f"/proc/{pid}/environ").read_bytes():
-                    mine.add(pid)
-            except OSError:
-                continue  # gone meanwhile
-        return mine
+        return set(cluster_processes()) & set(processes_with_variable("RAY_AUTH_TOKEN", token))
 
     def measure(argv, env, log_path, metrics_path=None, echo=False, timeout=None, also_measure=None):
         from verl_ext.runs.monitor import RunMeasurements

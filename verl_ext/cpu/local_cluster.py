@@ -157,8 +157,13 @@ class Node:
 
 def cluster_processes(marker: Optional[str] = None) -> list[int]:
     """Process ids carrying the local-cluster marker in their environment (``marker``: one cluster's, else any)."""
+    return processes_with_variable(MARKER_ENV, marker)
+
+
+def processes_with_variable(name: str, value: Optional[str] = None) -> list[int]:
+    """Process ids (not this one's) whose environment holds ``name`` (set to ``value``, when given)."""
     found = []
-    needle = f"{MARKER_ENV}=".encode() + (marker.encode() + b"\0" if marker is not None else b"")
+    needle = f"{name}=".encode() + (value.encode() + b"\0" if value is not None else b"")
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
@@ -264,16 +269,16 @@ class LocalRayCluster:
         if self.temp_dir is not None:
             raise RuntimeError("this LocalRayCluster was already started")
         check_memory(self.topology)  # before any node: a cluster the run cannot fit in is never started
-        for attempt in range(1, START_ATTEMPTS + 1):
+        for attempt in range(2, START_ATTEMPTS + 1):
             try:
                 return self._start_once()
             except ClusterStartError as error:  # stopped already: nothing of this attempt is left
-                if not error.overloaded or attempt == START_ATTEMPTS:
+                if not error.overloaded:
                     raise
                 print(f"[verl-ext] local Ray cluster: a node hit Ray's 30-second start-up limit (the machine is "
-                      f"overloaded); starting the cluster again ({attempt + 1} of {START_ATTEMPTS})",
+                      f"overloaded); starting the cluster again ({attempt} of {START_ATTEMPTS})",
                       file=sys.stderr, flush=True)
-        raise AssertionError("unreachable")
+        return self._start_once()
 
     def _start_once(self) -> "LocalRayCluster":
         logs = _private_folder(self.log_dir)
