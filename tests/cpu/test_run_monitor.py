@@ -211,3 +211,56 @@ def test_a_config_dump_that_never_closes_is_left_out_for_a_bounded_number_of_lin
         echo(line + "\n")
     assert console.getvalue().splitlines() == [f"(T pid=1) [verl-ext] verl's composed config: in {tmp_path / 'log'}",
                                                "(T pid=1) step:1 - x:1"]
+
+
+class _FakeProcess:
+    """A process whose RSS the test sets; its PSS is 80% of it, and reading PSS is counted."""
+
+    pid = 1
+
+    def __init__(self):
+        self.rss = 0
+        self.pss_reads = 0
+
+    def memory_info(self):
+        return type("Memory", (), {"rss": self.rss})()
+
+    def memory_full_info(self):
+        self.pss_reads += 1
+        return type("Memory", (), {"pss": int(self.rss * 0.8)})()
+
+    def cpu_times(self):
+        return type("Times", (), {"user": 1.0, "system": 0.0})()
+
+    def create_time(self):
+        return 0.0
+
+
+def test_pss_is_read_while_memory_grows_and_not_once_it_is_steady(monkeypatch):
+    """PSS is slow to read: the sampler reads it when the RSS sum reaches a new high (at most every PSS_MIN_SECONDS),
+    so a steady run costs no PSS readings, and the peak of a growing run is still measured."""
+    from verl_ext.runs import monitor
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(monitor.time, "monotonic", lambda: clock["now"])
+    process = _FakeProcess()
+    sampler = monitor.ProcessSampler(lambda: [process])
+
+    def sample_at(seconds, rss):
+        clock["now"], process.rss = seconds, rss
+        sampler._sample()
+
+    for tick in range(20):  # start-up: memory grows by 10% per second, sampled every half second
+        sample_at(tick * 0.5, int(1e9 * 1.05 ** tick))
+    peak_rss = process.rss
+    sample_at(10.0, peak_rss)  # the growth of the last half second is read now (the reading was due)
+    grown_reads = process.pss_reads
+    assert 9 <= grown_reads <= 12  # about once a second while growing
+    assert sampler.peak_pss == int(peak_rss * 0.8)
+    for tick in range(21, 220):  # steady: the memory moves by less than the re-read growth
+        sample_at(tick * 0.5, int(peak_rss * (1 + 0.01 * (tick % 2))))
+    assert process.pss_reads == grown_reads
+    high = int(peak_rss * 1.5)
+    sample_at(200.0, high)  # a new high is read at once
+    assert process.pss_reads == grown_reads + 1
+    assert sampler.peak_pss == int(high * 0.8) and sampler.peak_rss == high

@@ -2,16 +2,19 @@
 
 While the child runs, a sampler thread every :data:`SAMPLE_SECONDS` sums the resident memory (RSS) of the
 child and all its descendants -- with ``python -m verl.trainer.main_ppo`` that is the driver, the Ray
-cluster it starts (GCS, raylet, dashboard) and every Ray worker -- and, every :data:`PSS_EVERY` samples,
-their proportional set size (PSS: shared pages split between the processes sharing them), keeps the CPU
-time (user + system) each of those processes has used, and notes when verl's file logger writes its first
-and last step record. Then
+cluster it starts (GCS, raylet, dashboard) and every Ray worker -- and their proportional set size (PSS:
+shared pages split between the processes sharing them) when the RSS sum has grown by :data:`PSS_REREAD_GROWTH`
+since PSS was last read (at most every :data:`PSS_MIN_SECONDS`), keeps the CPU time (user + system) each of those
+processes has used, and notes when verl's file logger writes its first and last step record. Then
 
     start-up  = (time of the first step record - launch) - timing_s/step of that first step
     teardown  = exit - time of the last step record
 
 RSS counts pages shared between processes (torch's libraries) once per process, so its peak is an upper
-bound of the memory the run needs; PSS sums to the memory actually used (sampled less often: slower to read).
+bound of the memory the run needs; PSS sums to the memory actually used. PSS is slow to read (the kernel walks
+every mapping of every process: reading it every 2 s cost a tenth of a core beside a CPU run of the tiny model),
+so it is read while the memory grows -- start-up -- and seldom once the run is steady; a peak of PSS that comes
+without a new peak of RSS is missed.
 ``cpu_seconds`` (the sum over processes of their last-seen CPU time) does not grow with other load on the
 machine the way wall time does; a process's last quarter second before it exits can be missed.
 ``also_measure`` adds processes that are not the child's descendants: the nodes of a Ray cluster the child
@@ -34,8 +37,9 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 import psutil
 
-SAMPLE_SECONDS = 0.25
-PSS_EVERY = 8
+SAMPLE_SECONDS = 0.5  # how often RSS, CPU times and the metrics file are looked at
+PSS_REREAD_GROWTH = 1.02  # PSS is read again once the RSS sum exceeds this factor times its value at the last reading
+PSS_MIN_SECONDS = 1.0  # and at most this often
 
 
 @dataclass
@@ -115,6 +119,8 @@ class ProcessSampler:
         self.peak_rss = 0
         self.peak_pss = 0
         self.samples = 0
+        self._rss_at_pss_reading = 0
+        self._pss_read_at: Optional[float] = None
         self._cpu: dict = {}
         self._baseline: dict = {}
         self._done = threading.Event()
@@ -137,10 +143,14 @@ class ProcessSampler:
 
     def _sample(self) -> None:
         members = self.members()
-        self.peak_rss = max(self.peak_rss, _tree_memory(members, proportional=False))
+        rss = _tree_memory(members, proportional=False)
+        self.peak_rss = max(self.peak_rss, rss)
         _record_cpu_times(members, self._cpu)
-        if self.samples % PSS_EVERY == 0:
+        now = time.monotonic()
+        grown = rss > self._rss_at_pss_reading * PSS_REREAD_GROWTH
+        if grown and (self._pss_read_at is None or now - self._pss_read_at >= PSS_MIN_SECONDS):
             self.peak_pss = max(self.peak_pss, _tree_memory(members, proportional=True))
+            self._rss_at_pss_reading, self._pss_read_at = rss, now
         self.samples += 1
 
     def _loop(self) -> None:
