@@ -195,6 +195,13 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
     _buffer("_materialize_batch", PATCH, "batch_order: verl's own modes on the CPU backend get the canonical batch "
             "order (verl's custom_sampler is built without the group-filter and refill arguments)",
             ("self", "partition_id", "selected_prompt_uids", "partition_snapshot"), used_by=CPU_PATCHES),
+    VerlInternal("verl.experimental.agent_loop.agent_loop", "hydra.utils.instantiate", PATCH,
+                 "agent_loop_construction: verl builds every response's agent loop with hydra.utils.instantiate, whose "
+                 "merge of the arguments into a config costs ~4 ms a response; the module's hydra calls the class "
+                 f"directly for a registry entry that is only a class path ({NO_PUBLIC_HOOK})", CPU_PATCHES,
+                 ("config", "args", "kwargs"),
+                 read_in=("verl.experimental.agent_loop.agent_loop:AgentLoopWorker._run_agent_loop",),
+                 token="hydra.utils.instantiate("),
     # ------------------------------------------------------------ the mismatch metric inside the actor's update
     VerlInternal("verl.workers.engine_workers", "TrainingWorker.train_batch", PATCH,
                  "mismatch_in_update: the first call (mini-batch) of an update the delayed_sync trainer marks runs its "

@@ -187,3 +187,85 @@ def test_when_imported_runs_after_a_later_import(tmp_path, monkeypatch):
     finally:
         remove()
         sys.modules.pop("late_module_for_patch_test", None)
+
+
+# ---------------------------------------------------------------- 5. agent loops built without Hydra's merge
+
+
+def test_verl_still_builds_every_agent_loop_with_hydra_and_uses_hydra_for_nothing_else():
+    import re
+
+    from verl.experimental.agent_loop import agent_loop
+
+    source = inspect.getsource(agent_loop)
+    uses = set(re.findall(r"\bhydra\.[\w.]+\(", source)) - {"hydra.cc"}
+    assert uses == {"hydra.utils.instantiate("}, (
+        f"verl's agent-loop module now uses {sorted(uses)}: the agent_loop_construction patch stands for "
+        "hydra.utils.instantiate only"
+    )
+    assert "hydra.utils.instantiate(\n                config=agent_loop_config," in inspect.getsource(
+        agent_loop.AgentLoopWorker._run_agent_loop
+    ), "verl no longer builds each response's agent loop from its registry entry: re-check agent_loop_construction"
+
+
+def agent_loop_arguments(config, tokenizer):
+    """The keyword arguments verl's agent-loop worker builds every agent loop with."""
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
+
+    return dict(trainer_config=DictConfigWrap(config=config), server_manager=object(), tokenizer=tokenizer,
+                processor=None, hf_model_type="qwen2", dataset_cls=None, data_config=DictConfigWrap(config.data),
+                tools=ToolListWrap([]))
+
+
+@pytest.fixture(scope="module")
+def cpu_config_and_tokenizer(tiny_assets):
+    from transformers import AutoTokenizer
+
+    from tests.recipe_config import compose_recipe
+    from verl_ext.cpu.profile import cpu_overrides
+
+    return compose_recipe(*cpu_overrides(tiny_assets)), AutoTokenizer.from_pretrained(str(tiny_assets / "model"))
+
+
+@pytest.mark.parametrize("name", ["seeded_single_turn_agent", "seeded_tool_agent", "single_turn_agent"])
+def test_an_agent_loop_built_directly_equals_hydras(name, cpu_config_and_tokenizer, monkeypatch):
+    import hydra
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+
+    config, tokenizer = cpu_config_and_tokenizer
+    entry = _agent_loop_registry[name]
+    arguments = agent_loop_arguments(config, tokenizer)
+    by_hydra = hydra.utils.instantiate(config=entry, **arguments)
+    construction = patches.DirectAgentLoopConstruction(hydra)
+    monkeypatch.setattr(hydra.utils, "instantiate", lambda *a, **k: pytest.fail("Hydra was asked"))
+    direct = construction.utils.instantiate(config=entry, **arguments)
+    assert type(direct) is type(by_hydra)
+    assert vars(direct).keys() == vars(by_hydra).keys()
+    for attribute, value in vars(by_hydra).items():
+        mine = vars(direct)[attribute]
+        if any(value is argument for argument in arguments.values()) or value is None or isinstance(value, (str, int, float)):
+            assert mine is value or mine == value, attribute
+        else:
+            assert type(mine) is type(value), attribute
+
+
+def test_an_entry_with_fields_of_its_own_is_built_by_hydra(cpu_config_and_tokenizer):
+    import hydra
+
+    config, tokenizer = cpu_config_and_tokenizer
+    entry = {"_target_": "verl_ext.seeded_agent_loop.SeededToolAgentLoop", "max_tokens_per_turn": 8}
+    built = patches.DirectAgentLoopConstruction(hydra).utils.instantiate(config=entry, **agent_loop_arguments(config, tokenizer))
+    assert built.max_tokens_per_turn == 8
+
+
+def test_the_patched_agent_loop_module_builds_without_hydra(patched):
+    from verl.experimental.agent_loop import agent_loop
+
+    assert isinstance(agent_loop.hydra, patches.DirectAgentLoopConstruction)
+
+
+def test_the_unpatched_agent_loop_module_has_hydra(unpatched):
+    import hydra
+    from verl.experimental.agent_loop import agent_loop
+
+    assert agent_loop.hydra is hydra

@@ -32,6 +32,15 @@ the installed verl and torch (``tests/test_verl_internals.py`` keeps that list e
    refill arguments. Patch: the batch verl built is put in :mod:`verl_ext.batch_order`'s canonical order
    (prompt groups as submitted, then session, then output index); which trajectories it holds is unchanged.
    Applied when verl imports the module, like patch 3.
+
+5. ``agent_loop_construction`` -- ``verl/experimental/agent_loop/agent_loop.py``
+   (``AgentLoopWorker._run_agent_loop``) builds a new agent loop for every response with
+   ``hydra.utils.instantiate(config=registry entry, **8 keyword arguments)``; Hydra first merges the arguments
+   into an OmegaConf config, ~4 ms of the agent-loop worker's CPU per response (a sixth of it on the tiny
+   model, on the critical path of every CPU step). Patch: the module's ``hydra`` becomes
+   :class:`DirectAgentLoopConstruction`, which calls the class itself when the registry entry is only
+   ``{"_target_": class path}`` (what Hydra does for it, same arguments) and hands every other entry (an
+   agent-loop config file's extra fields) to Hydra. Performance only. Applied when verl imports the module.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ import importlib.abc
 import importlib.util
 import inspect
 import sys
+import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -219,6 +229,50 @@ def _install_batch_order() -> Callable[[], None]:
     return remove
 
 
+AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
+TARGET_KEY = "_target_"
+
+
+@functools.lru_cache(maxsize=None)
+def _agent_loop_class(path: str) -> type:
+    from hydra.utils import get_class
+
+    return get_class(path)
+
+
+class DirectAgentLoopConstruction:
+    """Stands for ``hydra`` in verl's agent-loop module (patch 5): ``utils.instantiate(config=entry, **kwargs)`` calls
+    the entry's class with ``kwargs`` when the entry is only a class path, else it is Hydra's."""
+
+    def __init__(self, hydra_module: Any):
+        self.hydra = hydra_module
+        self.utils = types.SimpleNamespace(instantiate=self.instantiate)
+
+    def instantiate(self, config: Any, *args: Any, **kwargs: Any) -> Any:
+        if args or not hasattr(config, "keys") or set(config.keys()) != {TARGET_KEY}:
+            return self.hydra.utils.instantiate(config, *args, **kwargs)
+        return _agent_loop_class(config[TARGET_KEY])(**kwargs)
+
+    instantiate.__verl_ext_patch__ = "agent_loop_construction"
+
+
+def _install_agent_loop_construction() -> Callable[[], None]:
+    state: dict[str, Any] = {}
+
+    def patch(module: Any) -> None:
+        original = module.hydra
+        module.hydra = DirectAgentLoopConstruction(original)
+        state["restore"] = lambda: setattr(module, "hydra", original)
+
+    stop_waiting = when_imported(AGENT_LOOP_MODULE, patch)
+
+    def remove() -> None:
+        stop_waiting()
+        state.pop("restore", lambda: None)()
+
+    return remove
+
+
 PATCHES = (
     Patch(
         name="duplicate_gloo_backend",
@@ -243,6 +297,12 @@ PATCHES = (
         verl_location="verl/trainer/ppo/v1/replay_buffer.py: ReplayBuffer._materialize_batch",
         reason="a batch's responses come in the order workers finished them: a run cannot reproduce its numbers",
         install=_install_batch_order,
+    ),
+    Patch(
+        name="agent_loop_construction",
+        verl_location="verl/experimental/agent_loop/agent_loop.py: AgentLoopWorker._run_agent_loop",
+        reason="Hydra builds each response's agent loop by merging 8 arguments into a config: ~4 ms a response",
+        install=_install_agent_loop_construction,
     ),
 )
 
