@@ -91,3 +91,32 @@ def test_step_metrics_merge_records_of_a_step_and_name_a_bad_line(tmp_path):
 def test_bad_runs_are_refused_before_anything_starts(kwargs, error):
     with pytest.raises((ValueError, TypeError), match=error):
         Run(**kwargs)
+
+
+def test_dataprotos_travel_as_raw_bytes_in_a_cpu_run_and_arrive_unchanged(monkeypatch):
+    """The CPU environment selects verl's 'numpy' pickling of DataProto (each response goes to a reward worker as
+    one): verl still reads the variable on both sides, and a reward worker's input arrives bit for bit."""
+    import inspect
+    import pickle
+
+    import numpy as np
+    import torch
+    from tensordict import TensorDict
+    from verl.protocol import DataProto
+
+    from verl_ext.cpu.profile import cpu_environment
+
+    variable = "VERL_DATAPROTO_SERIALIZATION_METHOD"
+    assert cpu_environment()[variable] == "numpy"
+    for side in (DataProto.__getstate__, DataProto.__setstate__):
+        assert f'os.getenv("{variable}") == "numpy"' in inspect.getsource(side), f"verl no longer reads {variable}"
+    monkeypatch.setenv(variable, "numpy")
+    batch = TensorDict({"responses": torch.tensor([[5, 6, 7]]), "attention_mask": torch.ones(1, 5, dtype=torch.int64),
+                        "old_log_probs": torch.tensor([[-0.25, -1.5, -3.0e-8]])}, batch_size=1)
+    sent = DataProto(batch=batch, non_tensor_batch={"reward_model": np.array([{"ground_truth": "3"}], dtype=object)},
+                     meta_info={"global_steps": 4})
+    monkeypatch.setattr(torch, "save", lambda *args, **kwargs: pytest.fail("pickled with torch.save"))
+    arrived = pickle.loads(pickle.dumps(sent))
+    for key, tensor in sent.batch.items():
+        assert arrived.batch[key].dtype == tensor.dtype and torch.equal(arrived.batch[key], tensor), key
+    assert arrived.non_tensor_batch["reward_model"][0] == {"ground_truth": "3"} and arrived.meta_info == {"global_steps": 4}

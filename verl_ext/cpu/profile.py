@@ -58,6 +58,10 @@ ENVIRONMENT_REASONS = {
                        "default, 8, logs a warning at every put and get on a machine with fewer: ~120 lines per step)"),
     "PYTHONWARNINGS": (python_warnings(), "hide the warnings verl's imports print, in every Ray worker, about optional "
                        "engines a CPU run does not use (torchtitan, VeOmni, Megatron's Apex, ...; verl_ext.verl_warnings)"),
+    "VERL_DATAPROTO_SERIALIZATION_METHOD": ("numpy", "verl's agent loop sends every response to a reward worker as a "
+                                            "DataProto; pickled with its tensors as raw bytes (verl's 'numpy' method) "
+                                            "instead of torch.save: 0.06 instead of 0.43 ms of CPU per response "
+                                            "(0.07 instead of 0.24 ms to unpickle), on the critical path of generation"),
     LOOPBACK_VARIABLE: ("0", LOOPBACK_REASON),
     **OFFLINE_RUN_ENVIRONMENT,
 }
