@@ -47,14 +47,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from verl_ext.algorithms.presets import ESTIMATOR_KEY, POLICY_LOSS_KEY, number_label
 from verl_ext.algorithms.registry import EPSILONS, POLICY_LOSSES
 from verl_ext.run_description import RunDescription
 from verl_ext.runs.overrides import override_key
 from verl_ext.runs.run import LEARNING_RATE_KEY, SEED_KEYS, RunRefused
-from verl_ext.staleness.setting import CONFIG_KEY, MODE_KEY, TRAINER_MODE, Setting
+from verl_ext.staleness.setting import CONFIG_KEY, MODE_KEY, TRAINER_MODE
 
 if TYPE_CHECKING:
     from verl_ext.runs.run import Run
@@ -77,11 +77,21 @@ ADVICE = ("Name the run for what it trains instead (the algorithm's @EPS_LOW_EPS
 
 @dataclass(frozen=True)
 class Claim:
-    """A key's value as the run's name says it (``what``: which part of the name says it)."""
+    """A key's value as the run's name says it."""
 
     key: str
     value: Any
-    what: str
+    what: str  # which part of the name says it
+    also_allows: Optional[Callable[[Any], bool]] = None  # other values the name admits (None: only ``value``)
+
+    def kept_by(self, actual: Any) -> bool:
+        return _same(self.value, actual) or (self.also_allows is not None and self.also_allows(actual))
+
+
+def _one_of_verls_losses(loss_mode: Any) -> bool:
+    """A ``loss_mode`` verl-ext does not provide: one of verl's own, trained on the preset's estimator and setting
+    (docs/algorithms.md), which the description records."""
+    return loss_mode not in POLICY_LOSSES
 
 
 def claims(run: "Run") -> list[Claim]:
@@ -90,7 +100,8 @@ def claims(run: "Run") -> list[Claim]:
         return []
     algorithm = run.algorithm
     said = [Claim(ESTIMATOR_KEY, algorithm.estimator, f"the algorithm {algorithm.label}"),
-            Claim(POLICY_LOSS_KEY, algorithm.loss_mode, f"the algorithm {algorithm.label}")]
+            Claim(POLICY_LOSS_KEY, algorithm.loss_mode, f"the algorithm {algorithm.label}",
+                  also_allows=_one_of_verls_losses)]
     if algorithm.epsilons is not None:
         said += [Claim(key, value, f"the algorithm {algorithm.label} (its clipping range)")
                  for key, value in zip(EPSILONS, algorithm.epsilons)]
@@ -135,9 +146,7 @@ def contradictions(run: "Run", resolved: dict) -> list[tuple[Claim, Any]]:
     found = []
     for claim in claims(run):
         actual = value_at(resolved, claim.key, _MISSING)
-        if claim.key == POLICY_LOSS_KEY and actual not in POLICY_LOSSES:
-            continue  # one of verl's own losses on the preset's estimator and setting (docs/algorithms.md): recorded
-        if actual is not _MISSING and not _same(claim.value, actual):
+        if actual is not _MISSING and not claim.kept_by(actual):
             found.append((claim, actual))
     return found
 
