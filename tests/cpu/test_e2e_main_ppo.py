@@ -29,9 +29,9 @@ weight push with the checksum of the weights the rollout then holds), never from
 import re
 
 import pytest
-import torch
 
 from tests.background_runs import extended_runs_wanted, print_costs
+from verl_ext.algorithms.registry import loss_metric_names
 
 pytestmark = pytest.mark.e2e
 BACKGROUND_MINUTES = 6  # how long background_runs took (two cores, under the suite's load): the queue's order
@@ -159,19 +159,6 @@ def runs(background_results):
     return background_results
 
 
-def expected_loss_metrics(loss_mode: str) -> set[str]:
-    """The metric names verl-ext's loss reports (``actor/<name>``), read off the loss itself."""
-    from verl_ext.algorithms.registry import default_hyperparameters, policy_loss_spec
-
-    spec = policy_loss_spec(loss_mode)
-    shape = (4, 3)
-    terms = spec.compute(
-        torch.zeros(shape), torch.zeros(shape), torch.tensor([[1.0] * 3, [-1.0] * 3] * 2), torch.ones(shape), None,
-        default_hyperparameters(),
-    )
-    return {f"actor/{name}" for name in terms.metrics}
-
-
 def replicas(result) -> int:
     """One rollout replica per trainer rank; with the engine on its own pool, one per engine GPU."""
     from verl_ext.cpu.topology import Topology
@@ -199,7 +186,7 @@ def test_every_step_trains_with_our_loss(runs, family):
     for step in steps:
         assert step["actor/grad_norm"] > 0, step["step"]
         assert 0.0 <= step["critic/score/mean"] <= 1.0
-    missing = expected_loss_metrics(FAMILIES[family][1]) - set(steps[-1])
+    missing = loss_metric_names(FAMILIES[family][1]) - set(steps[-1])
     assert not missing, f"{family}: loss metrics not logged: {sorted(missing)}"
 
 

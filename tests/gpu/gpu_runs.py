@@ -33,7 +33,6 @@ import json
 from pathlib import Path
 
 from tests.staleness import odd_count_reward
-from verl_ext.gpu.plan_checks import expected_loss_metrics  # noqa: F401 -- the GPU tests' import
 from verl_ext.runs.launch import RunResult
 from verl_ext.runs.run import Run
 

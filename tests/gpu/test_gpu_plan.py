@@ -5,7 +5,6 @@ The rehearsal of the real steps on the CPU backend is a documented command (docs
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 

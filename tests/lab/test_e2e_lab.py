@@ -69,7 +69,7 @@ def test_json_figures_are_the_logged_rewards(lab):
 
 
 def test_the_run_used_our_estimator_and_loss_the_staleness_schedule_and_measured_kl(lab):
-    from tests.cpu.test_e2e_main_ppo import expected_loss_metrics
+    from verl_ext.algorithms.registry import loss_metric_names
     from verl_ext import metric_names
 
     steps = logged(lab["out"], RUN)
@@ -82,5 +82,5 @@ def test_the_run_used_our_estimator_and_loss_the_staleness_schedule_and_measured
         assert step["actor/grad_norm"] > 0, step["step"]
         assert 0.0 <= step[metric_names.RED_DROP_DROPPED_FRACTION] <= 1.0, step["step"]  # the estimator's own
         assert "actor/pg_clipfrac" not in step  # plain REINFORCE clips nothing
-    missing = expected_loss_metrics("rec_reinforce") - set(steps[-1])
+    missing = loss_metric_names("rec_reinforce") - set(steps[-1])
     assert not missing, f"REINFORCE's metrics not logged: {sorted(missing)}"

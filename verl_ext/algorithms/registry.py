@@ -170,3 +170,20 @@ def readers(name: str) -> list[str]:
 def default_hyperparameters() -> dict[str, Any]:
     """{name: default} of every hyperparameter a verl-ext loss reads (the ``values`` of :meth:`PolicyLossSpec.compute`)."""
     return {name: default_of(name) for spec in POLICY_LOSSES.values() for name in spec.reads}
+
+
+def loss_metric_names(name: str) -> set[str]:
+    """The metric names the verl-ext loss ``name`` reports (``actor/<metric>``), read off the loss itself: one call
+    on a 4 x 3 batch with the default hyperparameters."""
+    import torch
+
+    from verl_ext import metric_names
+
+    spec = POLICY_LOSSES[name]
+    shape = (4, 3)
+    behaviour_ratio = torch.ones(shape) if spec.old_log_prob == "current_and_behaviour" else None
+    terms = spec.compute(
+        torch.zeros(shape), torch.zeros(shape), torch.tensor([[1.0] * 3, [-1.0] * 3] * 2), torch.ones(shape),
+        behaviour_ratio, default_hyperparameters(),
+    )
+    return {f"{metric_names.ACTOR_PREFIX}{metric}" for metric in terms.metrics}

@@ -15,6 +15,7 @@ import math
 from typing import Iterable, Optional
 
 from verl_ext import metric_names
+from verl_ext.algorithms.registry import loss_metric_names
 from verl_ext.metrics_file import trained_steps
 from verl_ext.gpu.smoke_checks import Check, values_by_step, summarize_smoke
 from verl_ext.staleness.schedule import StalenessSchedule
@@ -43,22 +44,6 @@ def expected_pushes(schedule: StalenessSchedule, steps: int, test_freq: int) -> 
     return expected
 
 
-def expected_loss_metrics(loss_mode: str) -> set[str]:
-    """The metric names verl-ext's loss reports (``actor/<name>``), read off the loss itself."""
-    import torch
-
-    from verl_ext.algorithms.registry import default_hyperparameters, policy_loss_spec
-
-    spec = policy_loss_spec(loss_mode)
-    shape = (4, 3)
-    behaviour_ratio = torch.ones(shape) if spec.old_log_prob == "current_and_behaviour" else None
-    terms = spec.compute(
-        torch.zeros(shape), torch.zeros(shape), torch.tensor([[1.0] * 3, [-1.0] * 3] * 2), torch.ones(shape),
-        behaviour_ratio, default_hyperparameters(),
-    )
-    return {f"{metric_names.ACTOR_PREFIX}{name}" for name in terms.metrics}
-
-
 def validated_steps(steps: list[dict]) -> list[int]:
     """Global steps whose record holds validation metrics (``val-core/...``)."""
     return sorted(int(record["step"]) for record in steps if any(key.startswith("val-core/") for key in record))
@@ -77,9 +62,9 @@ def _gradient_checks(trained: list[dict], loss_mode: str) -> list[Check]:
     checks = [Check("finite positive gradient at every step that updated",
                     good and {step for step, did in updated.items() if did} == set(norms),
                     f"{metric_names.GRAD_NORM} {[None if s not in norms else round(norms[s], 4) for s in sorted(updated)]}")]
-    missing = expected_loss_metrics(loss_mode) - set().union(*(record for record in trained if metric_names.GRAD_NORM in record))
+    missing = loss_metric_names(loss_mode) - set().union(*(record for record in trained if metric_names.GRAD_NORM in record))
     checks.append(Check(f"{loss_mode}'s own metrics logged", not missing, f"missing {sorted(missing)}" if missing else
-                        f"{len(expected_loss_metrics(loss_mode))} metrics"))
+                        f"{len(loss_metric_names(loss_mode))} metrics"))
     return checks
 
 
