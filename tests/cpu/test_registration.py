@@ -11,6 +11,7 @@ import sys
 
 import verl  # noqa: F401  (loads the verl.plugins entry points, as in every verl process)
 
+from verl_ext.cpu import patches
 from verl_ext.cpu.registration import ROLLOUT_NAME, SERVER_ADAPTER_PATH
 
 
@@ -87,9 +88,7 @@ def test_cpu_platform_when_selected_with_its_patches():
     assert report["tensor_device"] == "cpu" and report["backend"] == "gloo" and report["ray_resource"] == "GPU"
     assert report["ipc"] is False and report["memory_ok"] is True and report["empty_cache"] is None
     assert report["auto_detected"] is False
-    assert set(report["patches"]) == {
-        "duplicate_gloo_backend", "unpinned_cpu_offload", "replay_buffer_poll_interval", "batch_order"
-    }
+    assert set(report["patches"]) == {patch.name for patch in patches.PATCHES}
     assert report["init_process_group_patched"] is True
 
 
