@@ -167,10 +167,22 @@ def when_imported(module_name: str, callback: Callable[[Any], None]) -> Callable
     return remove
 
 
-def _install_replay_buffer_poll_interval() -> Callable[[], None]:
-    state: dict[str, Any] = {}
+def patch_when_imported(module_name: str, apply: Callable[[Any], Callable[[], None]]) -> Callable[[], None]:
+    """Patch ``module_name`` now if it is imported, else as soon as it is: ``apply(module)`` patches it and returns
+    what undoes that. Returns the undo of both (stop waiting for the import; restore what ``apply`` changed)."""
+    undo: list[Callable[[], None]] = []
+    stop_waiting = when_imported(module_name, lambda module: undo.append(apply(module)))
 
-    def patch(module: Any) -> None:
+    def remove() -> None:
+        stop_waiting()
+        while undo:
+            undo.pop()()
+
+    return remove
+
+
+def _install_replay_buffer_poll_interval() -> Callable[[], None]:
+    def apply(module: Any) -> Callable[[], None]:
         replay_buffer = module.ReplayBuffer
         original = replay_buffer.__init__
         parameter = inspect.signature(original).parameters.get("poll_interval")
@@ -183,24 +195,16 @@ def _install_replay_buffer_poll_interval() -> Callable[[], None]:
 
         __init__.__verl_ext_patch__ = "replay_buffer_poll_interval"
         replay_buffer.__init__ = __init__
-        state["restore"] = lambda: setattr(replay_buffer, "__init__", original)
+        return lambda: setattr(replay_buffer, "__init__", original)
 
-    stop_waiting = when_imported(REPLAY_BUFFER_MODULE, patch)
-
-    def remove() -> None:
-        stop_waiting()
-        state.pop("restore", lambda: None)()
-
-    return remove
+    return patch_when_imported(REPLAY_BUFFER_MODULE, apply)
 
 
 MATERIALIZE_PARAMETERS = ["self", "partition_id", "selected_prompt_uids", "partition_snapshot"]
 
 
 def _install_batch_order() -> Callable[[], None]:
-    state: dict[str, Any] = {}
-
-    def patch(module: Any) -> None:
+    def apply(module: Any) -> Callable[[], None]:
         replay_buffer = module.ReplayBuffer
         original = replay_buffer._materialize_batch
         parameters = list(inspect.signature(original).parameters)
@@ -218,15 +222,9 @@ def _install_batch_order() -> Callable[[], None]:
 
         _materialize_batch.__verl_ext_patch__ = "batch_order"
         replay_buffer._materialize_batch = _materialize_batch
-        state["restore"] = lambda: setattr(replay_buffer, "_materialize_batch", original)
+        return lambda: setattr(replay_buffer, "_materialize_batch", original)
 
-    stop_waiting = when_imported(REPLAY_BUFFER_MODULE, patch)
-
-    def remove() -> None:
-        stop_waiting()
-        state.pop("restore", lambda: None)()
-
-    return remove
+    return patch_when_imported(REPLAY_BUFFER_MODULE, apply)
 
 
 AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
@@ -257,20 +255,12 @@ class DirectAgentLoopConstruction:
 
 
 def _install_agent_loop_construction() -> Callable[[], None]:
-    state: dict[str, Any] = {}
-
-    def patch(module: Any) -> None:
+    def apply(module: Any) -> Callable[[], None]:
         original = module.hydra
         module.hydra = DirectAgentLoopConstruction(original)
-        state["restore"] = lambda: setattr(module, "hydra", original)
+        return lambda: setattr(module, "hydra", original)
 
-    stop_waiting = when_imported(AGENT_LOOP_MODULE, patch)
-
-    def remove() -> None:
-        stop_waiting()
-        state.pop("restore", lambda: None)()
-
-    return remove
+    return patch_when_imported(AGENT_LOOP_MODULE, apply)
 
 
 PATCHES = (
