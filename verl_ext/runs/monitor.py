@@ -16,7 +16,7 @@ every mapping of every process: reading it every 2 s cost a tenth of a core besi
 so it is read while the memory grows -- start-up -- and seldom once the run is steady; a peak of PSS that comes
 without a new peak of RSS is missed.
 ``cpu_seconds`` (the sum over processes of their last-seen CPU time) does not grow with other load on the
-machine the way wall time does; a process's last quarter second before it exits can be missed.
+machine the way wall time does; a process's last :data:`SAMPLE_SECONDS` before it exits can be missed.
 ``also_measure`` adds processes that are not the child's descendants: the nodes of a Ray cluster the child
 joins (:func:`verl_ext.cpu.local_cluster.cluster_processes`), which were started before it.
 """
@@ -118,7 +118,6 @@ class ProcessSampler:
         self.on_sample = on_sample
         self.peak_rss = 0
         self.peak_pss = 0
-        self.samples = 0
         self._rss_at_pss_reading = 0
         self._pss_read_at: Optional[float] = None
         self._cpu: dict = {}
@@ -151,7 +150,6 @@ class ProcessSampler:
         if grown and (self._pss_read_at is None or now - self._pss_read_at >= PSS_MIN_SECONDS):
             self.peak_pss = max(self.peak_pss, _tree_memory(members, proportional=True))
             self._rss_at_pss_reading, self._pss_read_at = rss, now
-        self.samples += 1
 
     def _loop(self) -> None:
         while not self._done.is_set():
