@@ -269,14 +269,14 @@ class LocalRayCluster:
         if self.temp_dir is not None:
             raise RuntimeError("this LocalRayCluster was already started")
         check_memory(self.topology)  # before any node: a cluster the run cannot fit in is never started
-        for attempt in range(2, START_ATTEMPTS + 1):
+        for attempt in range(1, START_ATTEMPTS):  # every attempt but the last may be retried
             try:
                 return self._start_once()
             except ClusterStartError as error:  # stopped already: nothing of this attempt is left
                 if not error.overloaded:
                     raise
                 print(f"[verl-ext] local Ray cluster: a node hit Ray's 30-second start-up limit (the machine is "
-                      f"overloaded); starting the cluster again ({attempt} of {START_ATTEMPTS})",
+                      f"overloaded); starting the cluster again ({attempt + 1} of {START_ATTEMPTS})",
                       file=sys.stderr, flush=True)
         return self._start_once()
 
