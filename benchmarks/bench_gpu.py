@@ -3,6 +3,7 @@ against verl's ``vanilla`` on CUDA.
 
     python3 benchmarks/bench_gpu.py --modes sync --json outputs/bench_gpu.json --skip-losses           # one start
     python3 benchmarks/bench_gpu.py --modes delayed_4_0 --json outputs/bench_gpu.json --skip-losses    # the next
+    python3 benchmarks/bench_gpu.py --modes sync --steps 3 --response-length 512 --budget 360 ...      # in a lease
     python benchmarks/bench_gpu.py --backend cpu --modes sync,delayed_4_0 --skip-losses               # rehearsal
 
 1. Trainer modes, on the same work: the scale assets (``--size``, default ``qwen2.5-0.5b``: Qwen2.5-0.5B's
@@ -12,14 +13,17 @@ against verl's ``vanilla`` on CUDA.
    colocated vLLM in bf16 (the GPU profile, :func:`verl_ext.gpu.profile.scale_overrides`). Modes (:data:`MODES`):
    verl's ``sync``; ``delayed_sync`` (4, 0); (4, 1) without and with ``overlap`` (a resident engine generating
    the next batches while the actor trains; overlap needs n >= 1). One ``main_ppo`` start per mode, each a
-   child process, about 6 minutes with the default 6 steps on an H100 (an estimate: not run yet), so that two
-   modes fit one 15-minute lease after the kit: ``--modes`` picks them and ``--json FILE`` merges the figures
-   of several commands (a file from another device or size is started afresh). Reported per mode: start-up
-   (launch to the training loop), steps/s and generated tokens/s after the first step, the mean weight-push
+   child process: ``--modes`` picks them, ``--json FILE`` merges the figures of several commands (a file from
+   another device or size is started afresh), ``--budget SECONDS`` stops a command's last run in time and keeps
+   the whole sync intervals it logged (a mode with too few is left for another call: exit 3). Measured on an
+   H200 at 1,024 tokens (docs/gpu.md): start-up ~3-3.5 min, ``sync`` ~37 s a step, so one mode per command and
+   the two modes need ``--response-length 512`` to fit one 15-minute lease after the kit. Reported per mode:
+   start-up (launch to the training loop), steps/s and generated tokens/s over the steps after the first, cut
+   to whole sync intervals (each holds one generation: :func:`mode_figures`), the mean weight-push
    time (``timing_s/update_weights`` of the steps that pushed), the time per step split as verl logs it
    (``timing_s/*``: ``gen`` -- generation, with the engine's wake-up and sleep in ``sync`` mode;
-   ``update_weights``; ``old_log_prob``; ``ref``; ``adv``; ``update_actor``; averaged over the steps after the
-   first, so a push every m steps counts 1/m), the peak GPU memory of all processes (``nvidia-smi``; on the
+   ``update_weights``; ``old_log_prob``; ``ref``; ``adv``; ``update_actor``; averaged over the same steps, so a
+   push and its interval's generation every m steps count 1/m), the peak GPU memory of all processes (``nvidia-smi``; on the
    CPU backend the peak PSS) and the actor's own peak (verl's ``actor/perf/max_memory_allocated_gb``).
 2. Losses: forward+backward of each loss on the same CUDA tensors in this process (float32), timed with CUDA
    events (median of ``--repeats`` after warm-up), and the peak CUDA memory the pass allocates beyond its
@@ -39,6 +43,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
@@ -63,6 +68,19 @@ DEFAULT_RESPONSE_LENGTH = {"gpu": 1024, "cpu": 128}
 TRAIN_BATCH_SIZE = {"gpu": 16, "cpu": 8}
 ROLLOUT_N = 4
 MODE_TIMEOUT_SECONDS = 20 * 60
+BUDGET_MARGIN_SECONDS = 15  # kept from --budget to stop the last run and write the figures
+MIN_MODE_SECONDS = 120  # a main_ppo start takes longer than this on any machine: a mode with less is not started
+EXIT_STEPS_LEFT = 3  # a mode stopped at --budget before it logged whole sync intervals: call again
+
+
+def sync_interval(name: str) -> int:
+    """Gradient steps between two weight pushes in mode ``name`` (verl's ``sync`` pushes after every step): a
+    window of that many consecutive steps holds exactly one generation of the interval's batches."""
+    for override in MODES[name]:
+        key, _, value = override.partition("=")
+        if key == "trainer.v1.delayed_sync.sync_interval":
+            return int(value)
+    return 1
 
 
 def mode_run(name: str, steps: int, backend: str, response_length: int):
@@ -76,7 +94,10 @@ def mode_run(name: str, steps: int, backend: str, response_length: int):
 
 
 def run_mode(name: str, steps: int, base: Path, assets: Path, backend: str = "gpu",
-             response_length: int = DEFAULT_RESPONSE_LENGTH["gpu"]) -> dict:
+             response_length: int = DEFAULT_RESPONSE_LENGTH["gpu"], timeout: float = MODE_TIMEOUT_SECONDS) -> dict:
+    """One ``main_ppo`` start of mode ``name`` and its figures (:func:`mode_figures`). Stopped after ``timeout``
+    seconds, it reports the whole sync intervals it logged (``stopped_at_seconds`` set); with fewer, it raises
+    :class:`StoppedEarly`."""
     from verl_ext.metrics_file import trained_steps
     from verl_ext.runs.launch import Outputs, launch
 
@@ -88,10 +109,17 @@ def run_mode(name: str, steps: int, base: Path, assets: Path, backend: str = "gp
         from verl_ext.cpu.backend import CPUBackend
 
         where, outputs = CPUBackend(assets), Outputs(base)
-    result = launch(mode_run(name, steps, backend, response_length), where, outputs, timeout=MODE_TIMEOUT_SECONDS)
-    if not result.ok:
+    result = launch(mode_run(name, steps, backend, response_length), where, outputs, timeout=timeout)
+    stopped = result.measurements is not None and not result.ok and result.measurements.wall_seconds >= timeout
+    if not result.ok and not stopped:
         raise SystemExit(f"{name}: {result.error}; log {result.log_path}")
-    figures = mode_figures(trained_steps(result.steps), TRAIN_BATCH_SIZE[backend] * ROLLOUT_N)
+    trained = trained_steps(result.steps)
+    if stopped and len(trained) < 1 + sync_interval(name):
+        raise StoppedEarly(f"{name}: stopped at the budget ({timeout:.0f} s) after {len(trained)} logged steps, fewer "
+                           f"than the first and one whole sync interval ({sync_interval(name)}); log {result.log_path}")
+    figures = mode_figures(trained, TRAIN_BATCH_SIZE[backend] * ROLLOUT_N, sync_interval(name))
+    if stopped:
+        figures["stopped_at_seconds"] = timeout
     measured = result.measurements
     figures.update(
         startup_seconds=measured.startup_seconds(figures["first_step_seconds"]),
@@ -103,17 +131,31 @@ def run_mode(name: str, steps: int, base: Path, assets: Path, backend: str = "gp
     return figures
 
 
-def mode_figures(trained: list[dict], responses_per_step: int | None = None) -> dict:
-    """Step rate, token rate, push time and time split of one run from verl's logged steps (the first step
-    reported apart: it also waits for the workers' start and, under delayed_sync, the first interval's generation)."""
+class StoppedEarly(RuntimeError):
+    """A mode's run reached its time budget before it logged the first step and one whole sync interval."""
+
+
+def mode_figures(trained: list[dict], responses_per_step: int | None = None, sync_interval: int = 1) -> dict:
+    """Step rate, token rate, push time and time split of one run from verl's logged steps.
+
+    The first step is reported apart: it also waits for the workers' start (and verl-ext's ``delayed_sync``
+    generates the first interval's batches before it, outside every step's timer). The rest are averaged over
+    the steps after it, cut to whole sync intervals (``sync_interval`` steps hold exactly one generation of an
+    interval's batches, inside the timer of the step that pushes): fewer steps would leave the generation out,
+    more would spread it over more steps than the schedule does. ``steps_averaged`` says how many."""
     if len(trained) < 2:
         raise ValueError(f"a mode needs at least 2 logged training steps, got {len(trained)}")
-    after_first = trained[1:]
+    whole = (len(trained) - 1) // sync_interval * sync_interval
+    if whole == 0:
+        raise ValueError(f"a mode with a sync interval of {sync_interval} needs the first step and {sync_interval} "
+                         f"more logged, got {len(trained)} steps")
+    after_first = trained[1:1 + whole]
     phases = {phase: statistics.fmean(record.get(metric_names.timing(phase), 0.0) for record in after_first) for phase in PHASES}
     pushes = [record[metric_names.timing("update_weights")] for record in trained
               if record.get(metric_names.timing("update_weights"), 0.0) > 0]
     figures = {
         "steps": len(trained),
+        "steps_averaged": len(after_first),
         "first_step_seconds": trained[0][metric_names.STEP_SECONDS],
         "seconds_per_step": phases["step"],
         "steps_per_second": 1.0 / phases["step"],
@@ -215,7 +257,8 @@ def headline(record: dict) -> dict[str, str]:
     for name in MODES:
         if name in modes:
             mode = modes[name]
-            figures[f"{name} steps/s"] = f"{mode['steps_per_second']:.3f}"
+            stopped = f", stopped at {mode['stopped_at_seconds']:.0f} s" if mode.get("stopped_at_seconds") else ""
+            figures[f"{name} steps/s"] = f"{mode['steps_per_second']:.3f} ({mode.get('steps_averaged', '?')} steps{stopped})"
             if mode.get("tokens_per_second"):
                 figures[f"{name} generated tokens/s"] = f"{mode['tokens_per_second']:.0f}"
     if "sync" in modes:
@@ -236,20 +279,32 @@ def headline(record: dict) -> dict[str, str]:
     return figures
 
 
+def save_record(path: Path, record: dict) -> None:
+    """The figures so far, whole or not at all (a command stopped while writing keeps the previous file)."""
+    from verl_ext.files import write_whole
+
+    write_whole(path, lambda file: file.write((json.dumps(record, indent=1) + "\n").encode()))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("gpu", "cpu"), default="gpu",
                         help="gpu (default); cpu: the rehearsal on the CPU backend (scale-cpu assets, no GPU figure)")
     parser.add_argument("--size", default=None, help="the assets (verl-ext tiny-assets --size; default qwen2.5-0.5b "
                                                      "on gpu, scale-cpu on cpu)")
-    parser.add_argument("--steps", type=int, default=6, help="training steps per mode (default 6)")
+    parser.add_argument("--steps", type=int, default=5, help="training steps per mode (default 5: the first, then "
+                        "whole sync intervals of every mode: 1 + a multiple of 4)")
     parser.add_argument("--response-length", type=int, default=None, help="tokens per response (default 1024 on gpu, 128 on cpu)")
     parser.add_argument("--modes", default="sync,delayed_4_0", help=f"comma-separated subset of {', '.join(MODES)} ('' for none)")
     parser.add_argument("--skip-losses", action="store_true")
     parser.add_argument("--repeats", type=int, default=50, help="timed loss passes per loss and shape (median)")
     parser.add_argument("--json", type=Path, help="merge the figures into this JSON file (kept between commands)")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temporary one)")
+    parser.add_argument("--budget", type=float, default=None, help="seconds for this command: each mode's run is "
+                        "stopped at what is left and reports the whole sync intervals it logged; a mode that cannot "
+                        "start or logs too little is left for another call (exit 3)")
     args = parser.parse_args()
+    started = time.perf_counter()
     from verl_ext.tiny.sizes import SIZES
 
     size = args.size or DEFAULT_SIZE[args.backend]
@@ -262,6 +317,13 @@ def main() -> int:
         parser.error(f"--size {size}: allowed {', '.join(SIZES)}")
     if args.steps < 2:
         parser.error("--steps must be >= 2 (the first step is reported apart)")
+    for name in modes:
+        if (args.steps - 1) % sync_interval(name):
+            interval = sync_interval(name)
+            parser.error(f"--steps {args.steps}: the steps after the first must be whole sync intervals of {name} "
+                         f"({interval} steps), e.g. {', '.join(str(1 + interval * k) for k in (1, 2, 3))}")
+    if args.budget is not None and not args.budget > BUDGET_MARGIN_SECONDS:
+        parser.error(f"--budget must be more than {BUDGET_MARGIN_SECONDS} seconds")
     if not 1 <= response_length <= SIZES[size].model.max_position_embeddings - 64:
         parser.error(f"--response-length must be in 1..{SIZES[size].model.max_position_embeddings - 64} for {size}")
     if args.backend == "cpu" and not args.skip_losses:
@@ -288,6 +350,7 @@ def main() -> int:
     record.update(device=device, device_line=device_line, size=size, response_length=response_length)
     print(f"device: {device_line}; assets {size}, {response_length}-token responses", flush=True)
 
+    left: list[str] = []  # modes left for another call (--budget)
     if modes:
         from verl_ext.tiny.assets import build_tiny_assets, default_assets_dir
 
@@ -295,26 +358,41 @@ def main() -> int:
         build_tiny_assets(assets, size=size)
         base = args.out or Path(tempfile.mkdtemp(prefix="bench_gpu_"))
         for name in modes:
-            print(f"  running {name} for {args.steps} steps ...", flush=True)
-            figures = run_mode(name, args.steps, base, assets, args.backend, response_length)
+            timeout = MODE_TIMEOUT_SECONDS
+            if args.budget is not None:
+                timeout = min(timeout, args.budget - BUDGET_MARGIN_SECONDS - (time.perf_counter() - started))
+            if timeout < MIN_MODE_SECONDS:
+                left.append(name)
+                continue
+            print(f"  running {name} for {args.steps} steps (stopped after {timeout:.0f} s) ...", flush=True)
+            try:
+                figures = run_mode(name, args.steps, base, assets, args.backend, response_length, timeout)
+            except StoppedEarly as stopped:
+                print(f"  {stopped}", flush=True)
+                left.append(name)
+                continue
             record.setdefault("modes", {})[name] = {**figures, "steps_asked": args.steps}
             if args.json:
-                args.json.write_text(json.dumps(record, indent=1) + "\n")
+                save_record(args.json, record)
     if not args.skip_losses:
         record["losses"] = time_losses(args.repeats)
     if args.json:
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+        save_record(args.json, record)
 
     if record.get("modes"):
         print(f"\ntrainer modes ({size}, {response_length}-token responses, REC-OneSide-NoIS, {args.steps} steps each; "
-              "phases: mean s per step after the first)")
+              "phases: mean s per step after the first, whole sync intervals)")
         print_modes(record["modes"])
     if record.get("losses"):
         print("\nlosses on CUDA, float32, forward+backward (CUDA events, median)")
         print_losses(record["losses"])
     print(f"\nall figures on: {record['device_line']}")
-    print_headline(headline(record))
-    return 0
+    figures = headline(record)
+    if left:
+        figures["left for another call"] = ", ".join(left)
+        print(f"left for another call (--budget {args.budget:.0f} s): {', '.join(left)}")
+    print_headline(figures)
+    return EXIT_STEPS_LEFT if left else 0
 
 
 if __name__ == "__main__":

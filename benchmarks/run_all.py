@@ -83,7 +83,7 @@ BENCHMARKS = (
     Benchmark("mismatch", "bench_mismatch.py", "the mismatch metric in the actor update vs a separate forward pass",
               ("--pairs", "1", "--steps", "6")),
     Benchmark("gpu", "bench_gpu.py", "sync vs delayed_sync on one GPU with vLLM, losses on CUDA (skipped without a GPU)",
-              ("--steps", "6", "--modes", "sync,delayed_4_0", "--repeats", "20")),
+              ("--steps", "5", "--modes", "sync,delayed_4_0", "--repeats", "20")),
     Benchmark("refusal", "bench_refusal.py", "time to refuse a bad launcher argument or variable, next to import torch",
               ("--repeats", "2")),
     Benchmark("plugin_import", "bench_plugin_import.py", "import verl with verl-ext's plugin vs without (CPU-s, RSS)",
