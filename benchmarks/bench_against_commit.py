@@ -1,8 +1,8 @@
 """Benchmark: this checkout against an earlier commit, on the same machine, runs interleaved (A B A B): the CPU
 quickstart's ``delayed_sync`` (1, 1) run without and with ``overlap``, per commit.
 
-    flock /tmp/verl-ext-heavy.lock python benchmarks/bench_against_commit.py [--commit daa8d72] [--repeats 2]
-        [--steps 12] [--json FILE]
+    flock /tmp/verl-ext-heavy.lock python benchmarks/bench_against_commit.py [--commit daa8d72] [--repeats 3]
+        [--steps 16] [--json FILE]
 
 The earlier commit is checked out in a temporary git worktree (removed at the end) and run in this same Python
 environment with ``PYTHONPATH`` pointing at it (Ray's workers inherit it), each tree on tiny assets built by its
@@ -11,9 +11,12 @@ of the run that found the rollout twice as slow (:data:`RUN_OVERRIDES`; ``overla
 Order: for each repeat, no overlap (earlier commit, this checkout), then overlap (earlier, this), so the load
 of the shared machine falls on both sides alike.
 
-Figures per run, means over steps 3 to S (steps 1 and 2 pay start-up costs): ``timing_s/step``,
-``timing_s/gen``, ``timing_s/old_log_prob``, ``timing_s/update_actor``; per commit the medians over the
-repeats, and overlap's speed-up: median s/step without overlap / median s/step with it.
+Figures per run, means over the steady steps (:func:`steady_steps`: from step 3, as steps 1 and 2 pay start-up
+costs, to the last step that generates a batch, S - 2 at (1, 1)): ``timing_s/step``, ``timing_s/gen``,
+``timing_s/old_log_prob``, ``timing_s/update_actor``, and ``step_to_the_end``, s/step over steps 3 to S (the
+figure of this benchmark before 2026-11-27, which counts the tail steps that generate nothing: two without
+overlap, one with it); per commit the medians over the repeats, and overlap's speed-up: median s/step without
+overlap / median s/step with it, beside each repeat's own ratio.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from verl_ext import metric_names  # noqa: E402 -- after the checkout is on sys.path
 from verl_ext.metrics_file import read_metrics_file  # noqa: E402
+from verl_ext.runs.overrides import override_value  # noqa: E402
 
 DEFAULT_COMMIT = "daa8d72"  # the last commit whose CPU rollout generated in batches (not bit for bit)
 RUN_OVERRIDES = (
@@ -45,16 +49,33 @@ RUN_OVERRIDES = (
     "actor_rollout_ref.rollout.free_cache_engine=false",
 )
 FIRST_STEP = 3  # the first step averaged
+# the runs' sync_offset n: at (1, n) the batch of step s is generated after the push at the end of step s - 1 - n
+SYNC_OFFSET = int(override_value(RUN_OVERRIDES, "trainer.v1.delayed_sync.sync_offset"))
 PHASES = ("step", "gen", "old_log_prob", "update_actor")
 THIS = "this checkout"
 
 
+def steady_steps(total_steps: int, first_step: int = FIRST_STEP) -> range:
+    """The steps of a run of ``total_steps`` at (1, SYNC_OFFSET) that are like every other: from ``first_step`` to the
+    last whose end generates a batch. Step s generates the batch of step s + 1 + SYNC_OFFSET, so the last
+    SYNC_OFFSET + 1 steps generate nothing: without overlap they are training alone; with it only the very last
+    trains with no generation beside it. Counting them favours the run without overlap."""
+    return range(first_step, total_steps - SYNC_OFFSET)
+
+
 def run_figures(steps: list[dict], first_step: int = FIRST_STEP) -> dict[str, float]:
-    """Mean ``timing_s/<phase>`` over the logged steps from ``first_step`` on, for each of :data:`PHASES`."""
-    steady = [record for record in steps if record["step"] >= first_step and metric_names.STEP_SECONDS in record]
+    """Mean ``timing_s/<phase>`` over :func:`steady_steps` for each of :data:`PHASES`, and ``step_to_the_end``:
+    s/step over every logged step from ``first_step`` on."""
+    logged = [record for record in steps if metric_names.STEP_SECONDS in record]
+    window = steady_steps(max((record["step"] for record in logged), default=0), first_step)
+    steady = [record for record in logged if record["step"] in window]
     if not steady:
-        raise ValueError(f"no step from {first_step} on was logged ({len(steps)} steps): run more steps")
-    return {phase: statistics.mean(record[metric_names.timing(phase)] for record in steady) for phase in PHASES}
+        raise ValueError(f"no steady step (steps {first_step}.. up to {SYNC_OFFSET + 1} before the last) was logged "
+                         f"({len(steps)} steps): run more steps")
+    figures = {phase: statistics.mean(record[metric_names.timing(phase)] for record in steady) for phase in PHASES}
+    figures["step_to_the_end"] = statistics.mean(
+        record[metric_names.STEP_SECONDS] for record in logged if record["step"] >= first_step)
+    return figures
 
 
 def quickstart(tree: Path, out: Path, assets: Path, steps: int, overlap: bool) -> dict:
@@ -80,9 +101,15 @@ def summarise(runs: list[dict]) -> dict[str, dict]:
         for overlap in (False, True):
             mine = [run for run in runs if run["side"] == side and run["overlap"] == overlap]
             key = "overlap" if overlap else "no_overlap"
-            row[key] = {phase: statistics.median(run[phase] for run in mine) for phase in PHASES}
+            row[key] = {phase: statistics.median(run[phase] for run in mine) for phase in (*PHASES, "step_to_the_end")}
             row[key]["repeats"] = len(mine)
         row["overlap_speed_up"] = row["no_overlap"]["step"] / row["overlap"]["step"]
+        row["overlap_speed_up_to_the_end"] = row["no_overlap"]["step_to_the_end"] / row["overlap"]["step_to_the_end"]
+        pairs = {}
+        for run in runs:
+            if run["side"] == side:
+                pairs.setdefault(run["repeat"], {})[run["overlap"]] = run["step"]
+        row["overlap_speed_up_per_repeat"] = [pair[False] / pair[True] for _, pair in sorted(pairs.items()) if len(pair) == 2]
         summary[side] = row
     return summary
 
@@ -94,18 +121,22 @@ def headline_figures(summary: dict[str, dict], commit: str) -> dict[str, str]:
         f"s/step no overlap: {commit} -> this": f"{old['no_overlap']['step']:.2f} -> {new['no_overlap']['step']:.2f}",
         f"s/step overlap: {commit} -> this": f"{old['overlap']['step']:.2f} -> {new['overlap']['step']:.2f}",
         f"overlap speed-up at (1,1): {commit} -> this": f"x{old['overlap_speed_up']:.2f} -> x{new['overlap_speed_up']:.2f}",
+        "per repeat": f"{' '.join(f'x{r:.2f}' for r in old['overlap_speed_up_per_repeat'])} -> "
+                      f"{' '.join(f'x{r:.2f}' for r in new['overlap_speed_up_per_repeat'])}",
+        "counting the tail steps (the figure before 2026-11-27)":
+            f"x{old['overlap_speed_up_to_the_end']:.2f} -> x{new['overlap_speed_up_to_the_end']:.2f}",
     }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commit", default=DEFAULT_COMMIT, help=f"the earlier commit (default {DEFAULT_COMMIT})")
-    parser.add_argument("--repeats", type=int, default=2, help="runs per commit and overlap setting (default 2)")
-    parser.add_argument("--steps", type=int, default=12, help="training steps per run (default 12)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per commit and overlap setting (default 3)")
+    parser.add_argument("--steps", type=int, default=16, help="training steps per run (default 16)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
-    if args.repeats < 1 or args.steps < FIRST_STEP:
-        parser.error(f"--repeats must be >= 1 and --steps >= {FIRST_STEP}")
+    if args.repeats < 1 or args.steps < FIRST_STEP + SYNC_OFFSET + 1:
+        parser.error(f"--repeats must be >= 1 and --steps >= {FIRST_STEP + SYNC_OFFSET + 1} (one steady step)")
     load_start = load_average()
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench_against_commit_") as scratch:

@@ -3,7 +3,7 @@ against verl's ``vanilla`` on CUDA.
 
     python3 benchmarks/bench_gpu.py --modes sync --json outputs/bench_gpu.json --skip-losses           # one start
     python3 benchmarks/bench_gpu.py --modes delayed_4_0 --json outputs/bench_gpu.json --skip-losses    # the next
-    python3 benchmarks/bench_gpu.py --modes sync --steps 3 --response-length 512 --budget 360 ...      # in a lease
+    python3 benchmarks/bench_gpu.py --modes sync --steps 3 --response-length 512 --budget 370 ...      # in a lease
     python benchmarks/bench_gpu.py --backend cpu --modes sync,delayed_4_0 --skip-losses               # rehearsal
 
 1. Trainer modes, on the same work: the scale assets (``--size``, default ``qwen2.5-0.5b``: Qwen2.5-0.5B's
@@ -76,11 +76,9 @@ EXIT_STEPS_LEFT = 3  # a mode stopped at --budget before it logged whole sync in
 def sync_interval(name: str) -> int:
     """Gradient steps between two weight pushes in mode ``name`` (verl's ``sync`` pushes after every step): a
     window of that many consecutive steps holds exactly one generation of the interval's batches."""
-    for override in MODES[name]:
-        key, _, value = override.partition("=")
-        if key == "trainer.v1.delayed_sync.sync_interval":
-            return int(value)
-    return 1
+    from verl_ext.runs.overrides import override_value
+
+    return int(override_value(MODES[name], "trainer.v1.delayed_sync.sync_interval") or 1)
 
 
 def mode_run(name: str, steps: int, backend: str, response_length: int):

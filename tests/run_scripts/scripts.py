@@ -4,6 +4,8 @@ import os
 import sys
 from pathlib import Path
 
+from verl_ext.runs import overrides
+
 REPO = Path(__file__).resolve().parents[2]
 RUN_SCRIPTS = REPO / "run_scripts"
 
@@ -107,7 +109,7 @@ def figure_project(script: str) -> str:
 
 
 def override_value(argv, key: str) -> str:
-    """The value the last override of ``key`` sets (with or without a leading +)."""
-    values = [item.split("=", 1)[1] for item in argv if item.lstrip("+").split("=", 1)[0] == key]
-    assert values, f"no override of {key}"
-    return values[-1]
+    """The value the last override of ``key`` sets (with or without a leading +); the test fails without one."""
+    value = overrides.override_value(argv, key)
+    assert value is not None, f"no override of {key}"
+    return value

@@ -32,9 +32,9 @@ from verl_ext.cpu.topology import (
     TRAIN_BATCH_SIZE,
     Topology,
     derived_sizes,
-    override_value,
     ray_init_overrides,
 )
+from verl_ext.runs.overrides import override_value
 from verl_ext.seeding import SEEDED_AGENT_LOOP
 from verl_ext.tiny.assets import OFFLINE_RUN_ENVIRONMENT, TASK_OVERRIDE_REASONS
 from verl_ext.verl_warnings import python_warnings

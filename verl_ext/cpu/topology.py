@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from verl_ext.config_values import ConfigError, is_int, reject, require_int
+from verl_ext.runs.overrides import override_value
 
 NNODES = "trainer.nnodes"
 N_GPUS_PER_NODE = "trainer.n_gpus_per_node"
@@ -174,16 +175,6 @@ def _count(text: str | None, default: int) -> int:
     except ValueError:
         return 0
     return max(value, 0)
-
-
-def override_value(overrides: Iterable[str], key: str) -> str | None:
-    """The last value ``overrides`` give ``key`` (``+key`` too), or None."""
-    value = None
-    for override in overrides:
-        name, separator, text = override.partition("=")
-        if separator and name.lstrip("+~") == key:
-            value = text
-    return value
 
 
 def per_rank(total: int, topology: Topology, what: str) -> int:

@@ -11,8 +11,8 @@ module          what it owns
                 rates x seeds, the figure scripts' and the lab's; :meth:`~verl_ext.runs.grid.Grid.runs`, the one
                 planner (a grid on a base -> its runs, named in the one format)
 ``names``       what a run or project name may be, and the one format of run names
-``overrides``   Hydra override lists: the key an override sets, merging (a key set later wins), writing a path or a
-                name as a value Hydra reads back unchanged
+``overrides``   Hydra override lists: the key an override sets, the value a list last gives a key, merging (a key
+                set later wins), writing a path or a name as a value Hydra reads back unchanged
 ``backend``     :class:`~verl_ext.runs.backend.Backend`: where a run trains (its layers under and over the run's,
                 its environment, its platform, what goes around its process)
 ``outputs``     :class:`~verl_ext.runs.outputs.Outputs`: where runs write, and a run's folder prepared so that

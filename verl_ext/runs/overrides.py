@@ -46,6 +46,16 @@ def override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+def override_value(overrides: Iterable[str], key: str) -> str | None:
+    """The last value ``overrides`` give ``key`` (``+key`` too) as written, or None."""
+    value = None
+    for override in overrides:
+        name, separator, text = override.partition("=")
+        if separator and name.lstrip("+~") == key:
+            value = text
+    return value
+
+
 def parsed_value(override: str):
     """The value ``override`` sets, as Hydra reads it (a quoted string unquoted, ``null`` None, ``12`` an int);
     None for a deletion (``~key``). Hydra's override parser, imported here (no verl, no torch)."""
