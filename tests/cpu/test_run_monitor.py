@@ -8,11 +8,11 @@ from verl_ext.runs.monitor import run_and_measure
 CHILD = textwrap.dedent(
     """
     import subprocess, sys, time
-    grandchild = subprocess.Popen([sys.executable, "-c", "b = b'x' * (300 * 2**20); import time; time.sleep(2.5)"])
+    grandchild = subprocess.Popen([sys.executable, "-c", "b = b'x' * (300 * 2**20); import time; time.sleep(3.5)"])
     time.sleep(1.0)
     with open(sys.argv[1], "a") as f:
         f.write('{"step": 1, "data": {}}\\n')
-    time.sleep(1.0)
+    time.sleep(2.0)  # 4 samples apart: a loaded machine may delay one sample (the suite saw 1 s missed)
     with open(sys.argv[1], "a") as f:
         f.write('{"step": 2, "data": {}}\\n')
     grandchild.wait()
