@@ -14,7 +14,8 @@ recipe's REC-OneSide-NoIS) and step count in every mode (:data:`MODES`):
   colocated without and with ``overlap``, and with the engine on its own pool without and with ``overlap``.
 
 Per mode, from verl's logged metrics and the CPU rollout's event log, over the steady steps (0-based steps 2 to
-T - 2: the first two pay one-off start-up costs, the last may push weights nobody uses):
+T - 3: the first two pay one-off start-up costs; under ``delayed_sync`` (1, 1) the last two generate nothing, as
+the sync after step s generates step s + 2, and in every mode the last may push weights nobody uses):
 
 - steps/s: steady steps / the sum of their ``timing_s/step``;
 - lag: verl's ``training/off_policy/trajectory_staleness/mean`` averaged over the steady steps, and the largest
@@ -91,8 +92,8 @@ MODES = (
 
 
 def steady_steps(total_steps: int) -> range:
-    """0-based steps compared across modes: 2 .. T - 2 (see the module docstring)."""
-    return range(2, total_steps - 1)
+    """0-based steps compared across modes: 2 .. T - 3 (see the module docstring)."""
+    return range(2, total_steps - 2)
 
 
 def mode_figures(mode: Mode, steps: list[dict], events: list[dict], off_policy_threshold: Optional[int]) -> dict:

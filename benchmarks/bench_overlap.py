@@ -70,8 +70,9 @@ class OverlapRun:
 
         schedule = StalenessSchedule(sync_interval=self.interval, sync_offset=self.offset)
         first = next(step for step in range(1, total_steps + self.interval) if schedule.synced_after(step))
-        # the sync after step s generates steps s + 1 + n .. s + n + m
-        cycles = max(0, (total_steps - first - self.offset) // self.interval)
+        # the sync after (0-based) step s pushes version s + 1, which generates steps s + 1 + n .. s + n + m: the
+        # last cycle's sync, after step first + (cycles - 1) * m, must generate only steps up to total_steps - 1
+        cycles = max(0, (total_steps - 1 - first - self.offset) // self.interval)
         return range(first, first + cycles * self.interval)
 
 

@@ -60,7 +60,13 @@ def test_figures_over_the_steady_steps_and_the_share_of_the_limit():
         "verl_sync": bench.mode_figures(modes["verl_sync"], sync, events, 8),
         "delayed_1_1_split_overlap": bench.mode_figures(modes["delayed_1_1_split_overlap"], records(8, 1.25, 1), events, 8),
     }
-    assert bench.steady_steps(8) == range(2, 7)
+    assert bench.steady_steps(8) == range(2, 6)
+    from verl_ext.staleness.schedule import StalenessSchedule
+
+    one_one = StalenessSchedule(sync_interval=1, sync_offset=1)  # every steady step generates a batch at (1, 1)
+    for total in (8, 16):
+        assert all(len(one_one.steps_generated_with(step + 1, total)) == 1 for step in bench.steady_steps(total))
+        assert len(one_one.steps_generated_with(bench.steady_steps(total).stop + 1, total)) == 0
     assert figures["verl_sync"]["steps_per_second"] == pytest.approx(0.5)
     assert (figures["verl_sync"]["generation_seconds_per_step"], figures["verl_sync"]["train_seconds_per_step"]) == (
         pytest.approx(1.2), pytest.approx(0.8))

@@ -27,10 +27,31 @@ def test_every_delayed_sync_run_of_the_grid_passes_the_config_check():
 def test_steady_steps_are_whole_cycles_with_their_generation():
     runs = {run.name: run for run in bench_overlap.overlap_grid()}
     assert runs["sync"].steady_steps(16) == range(1, 16)
-    assert runs["delayed_1_1"].steady_steps(16) == range(1, 15)  # the sync after step 14 generates step 16
+    assert runs["delayed_1_1"].steady_steps(16) == range(1, 14)  # the sync after step 13 generates step 15, the last
     assert runs["delayed_4_1"].steady_steps(16) == range(2, 14)  # syncs after 2, 6, 10 generate steps 4-15
     assert runs["delayed_4_4"].steady_steps(16) == range(3, 11)  # syncs after 3, 7 generate steps 8-15
     assert runs["delayed_4_4"].steady_steps(14) == range(3, 7)
+
+
+def test_every_steady_cycles_sync_generates_whole_batches_within_the_run_and_no_more_cycle_would():
+    """Against the schedule itself (0-based steps; the sync after step s pushes version s + 1): each cycle of the
+    window holds one sync whose version generates m steps, all before the run's end; one cycle more would not.
+    A window one step too long counted, at (1, 1), a last step that generates nothing (a real 24-step run:
+    steps 23 and 24 of 24, 1-based, had timing_s/gen 0.01 against 0.5-1.1 before)."""
+    from verl_ext.staleness.schedule import StalenessSchedule
+
+    for run in bench_overlap.overlap_grid([(1, 1), (4, 1), (4, 4), (2, 1), (3, 2)]):
+        if run.interval is None:
+            continue
+        schedule = StalenessSchedule(sync_interval=run.interval, sync_offset=run.offset)
+        for total in range(8, 30):
+            window = run.steady_steps(total)
+            syncs = [step for step in window if schedule.synced_after(step)]
+            assert len(syncs) * run.interval == len(window), (run.name, total)
+            for step in syncs:
+                assert len(schedule.steps_generated_with(step + 1, total)) == run.interval, (run.name, total, step)
+            next_sync = next(step for step in range(window.stop, window.stop + run.interval) if schedule.synced_after(step))
+            assert len(schedule.steps_generated_with(next_sync + 1, total)) < run.interval, (run.name, total)
 
 
 def records(count: int, step_seconds: float, wait: float, busy: float, hidden: float) -> list[dict]:
@@ -59,7 +80,7 @@ def test_figures_and_the_limit():
         "delayed_1_1_overlap": bench_overlap.run_figures(runs["delayed_1_1_overlap"], start_up + records(8, 1.1, 0.1, 0.6, 0.5)[1:]),
     }
     assert results["sync"]["steps_per_second"] == pytest.approx(0.5)
-    assert results["delayed_1_1"]["steady_steps"] == 6  # steps 1-6 of 8 (the sync after step 7 generates step 9)
+    assert results["delayed_1_1"]["steady_steps"] == 5  # steps 1-5 of 0-7 (the sync after step 6 would generate step 8)
     assert results["delayed_1_1"]["train_seconds_per_step"] == pytest.approx(1.0)
     row = bench_overlap.summarise(results)["delayed_1_1"]
     assert row["limit_steps_per_second"] == pytest.approx(1.0)  # 1 / max(1.0 train, 0.6 generation)
