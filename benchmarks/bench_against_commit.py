@@ -49,18 +49,23 @@ RUN_OVERRIDES = (
     "actor_rollout_ref.rollout.free_cache_engine=false",
 )
 FIRST_STEP = 3  # the first step averaged
-# the runs' sync_offset n: at (1, n) the batch of step s is generated after the push at the end of step s - 1 - n
+# the runs' schedule (m, n), read from RUN_OVERRIDES
+SYNC_INTERVAL = int(override_value(RUN_OVERRIDES, "trainer.v1.delayed_sync.sync_interval"))
 SYNC_OFFSET = int(override_value(RUN_OVERRIDES, "trainer.v1.delayed_sync.sync_offset"))
 PHASES = ("step", "gen", "old_log_prob", "update_actor")
 THIS = "this checkout"
 
 
 def steady_steps(total_steps: int, first_step: int = FIRST_STEP) -> range:
-    """The steps of a run of ``total_steps`` at (1, SYNC_OFFSET) that are like every other: from ``first_step`` to the
-    last whose end generates a batch. Step s generates the batch of step s + 1 + SYNC_OFFSET, so the last
-    SYNC_OFFSET + 1 steps generate nothing: without overlap they are training alone; with it only the very last
-    trains with no generation beside it. Counting them favours the run without overlap."""
-    return range(first_step, total_steps - SYNC_OFFSET)
+    """The (1-based) steps of a run of ``total_steps`` that are like every other: from ``first_step`` to the last
+    whose end pushes a version that generates a batch (the schedule's :meth:`steps_generated_with`; the push after
+    step s is version s). At (1, n) the last n + 1 steps generate nothing: without overlap they are training alone;
+    with it only the very last trains with no generation beside it. Counting them favours the run without overlap."""
+    from verl_ext.staleness.schedule import StalenessSchedule
+
+    schedule = StalenessSchedule(sync_interval=SYNC_INTERVAL, sync_offset=SYNC_OFFSET)
+    generating = [step for step in range(1, total_steps + 1) if schedule.steps_generated_with(step, total_steps)]
+    return range(first_step, max(generating, default=0) + 1)
 
 
 def run_figures(steps: list[dict], first_step: int = FIRST_STEP) -> dict[str, float]:
@@ -70,7 +75,7 @@ def run_figures(steps: list[dict], first_step: int = FIRST_STEP) -> dict[str, fl
     window = steady_steps(max((record["step"] for record in logged), default=0), first_step)
     steady = [record for record in logged if record["step"] in window]
     if not steady:
-        raise ValueError(f"no steady step (steps {first_step}.. up to {SYNC_OFFSET + 1} before the last) was logged "
+        raise ValueError(f"no steady step (from step {first_step} to the last that generates a batch) was logged "
                          f"({len(steps)} steps): run more steps")
     figures = {phase: statistics.mean(record[metric_names.timing(phase)] for record in steady) for phase in PHASES}
     figures["step_to_the_end"] = statistics.mean(
@@ -135,8 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=16, help="training steps per run (default 16)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
-    if args.repeats < 1 or args.steps < FIRST_STEP + SYNC_OFFSET + 1:
-        parser.error(f"--repeats must be >= 1 and --steps >= {FIRST_STEP + SYNC_OFFSET + 1} (one steady step)")
+    if args.repeats < 1 or not steady_steps(args.steps):
+        fewest = next(total for total in range(FIRST_STEP, FIRST_STEP + 100) if steady_steps(total))
+        parser.error(f"--repeats must be >= 1 and --steps >= {fewest} (one steady step)")
     load_start = load_average()
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench_against_commit_") as scratch:

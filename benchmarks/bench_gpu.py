@@ -112,10 +112,13 @@ def run_mode(name: str, steps: int, base: Path, assets: Path, backend: str = "gp
     if not result.ok and not stopped:
         raise SystemExit(f"{name}: {result.error}; log {result.log_path}")
     trained = trained_steps(result.steps)
-    if stopped and len(trained) < 1 + sync_interval(name):
-        raise StoppedEarly(f"{name}: stopped at the budget ({timeout:.0f} s) after {len(trained)} logged steps, fewer "
-                           f"than the first and one whole sync interval ({sync_interval(name)}); log {result.log_path}")
-    figures = mode_figures(trained, TRAIN_BATCH_SIZE[backend] * ROLLOUT_N, sync_interval(name))
+    try:
+        figures = mode_figures(trained, TRAIN_BATCH_SIZE[backend] * ROLLOUT_N, sync_interval(name))
+    except ValueError as too_few:  # fewer than the first step and one whole sync interval
+        if not stopped:
+            raise
+        raise StoppedEarly(f"{name}: stopped at the budget ({timeout:.0f} s) after {len(trained)} logged steps: "
+                           f"{too_few}; log {result.log_path}") from too_few
     if stopped:
         figures["stopped_at_seconds"] = timeout
     measured = result.measurements
@@ -316,8 +319,8 @@ def main() -> int:
     if args.steps < 2:
         parser.error("--steps must be >= 2 (the first step is reported apart)")
     for name in modes:
-        if (args.steps - 1) % sync_interval(name):
-            interval = sync_interval(name)
+        interval = sync_interval(name)
+        if (args.steps - 1) % interval:
             parser.error(f"--steps {args.steps}: the steps after the first must be whole sync intervals of {name} "
                          f"({interval} steps), e.g. {', '.join(str(1 + interval * k) for k in (1, 2, 3))}")
     if args.budget is not None and not args.budget > BUDGET_MARGIN_SECONDS:

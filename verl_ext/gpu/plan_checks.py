@@ -62,9 +62,10 @@ def _gradient_checks(trained: list[dict], loss_mode: str) -> list[Check]:
     checks = [Check("finite positive gradient at every step that updated",
                     good and {step for step, did in updated.items() if did} == set(norms),
                     f"{metric_names.GRAD_NORM} {[None if s not in norms else round(norms[s], 4) for s in sorted(updated)]}")]
-    missing = loss_metric_names(loss_mode) - set().union(*(record for record in trained if metric_names.GRAD_NORM in record))
+    expected = loss_metric_names(loss_mode)
+    missing = expected - set().union(*(record for record in trained if metric_names.GRAD_NORM in record))
     checks.append(Check(f"{loss_mode}'s own metrics logged", not missing, f"missing {sorted(missing)}" if missing else
-                        f"{len(loss_metric_names(loss_mode))} metrics"))
+                        f"{len(expected)} metrics"))
     return checks
 
 

@@ -50,9 +50,8 @@ def override_value(overrides: Iterable[str], key: str) -> str | None:
     """The last value ``overrides`` give ``key`` (``+key`` too) as written, or None."""
     value = None
     for override in overrides:
-        name, separator, text = override.partition("=")
-        if separator and name.lstrip("+~") == key:
-            value = text
+        if "=" in override and override_key(override) == key:
+            value = override.split("=", 1)[1]
     return value
 
 
