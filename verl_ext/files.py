@@ -142,3 +142,30 @@ def parse_json(content: bytes, path: str | os.PathLike, error: type[Exception], 
     except ValueError as problem:
         reason = problem.msg if isinstance(problem, json.JSONDecodeError) else str(problem)
         raise error(f"{path}: not JSON ({reason}{cut_short})") from None
+
+
+def check_output_place(path: str | os.PathLike, what: str, error: type[Exception], folder: bool = True) -> Path:
+    """Refuse (``error`` naming the path) an output ``path`` that cannot be written safely, before any work: a
+    symbolic link (verl-ext never writes through one), a file where a folder is wanted or a folder where a file is,
+    a path below a file (a parent that is not a folder), or a place whose nearest existing folder is not writable.
+    Returns the absolute path (not resolved: a link is refused, never followed)."""
+    path = Path(os.path.abspath(path))
+    if path.is_symlink():
+        raise error(f"{path}: a symbolic link (to {os.readlink(path)}); verl-ext never writes the {what} through a "
+                    "link: give the path itself")
+    if os.path.lexists(path):
+        if folder and not path.is_dir():
+            raise error(f"{path}: not a folder; the {what} is a folder")
+        if not folder and path.is_dir():
+            raise error(f"{path}: a folder; the {what} is a file")
+    if os.path.lexists(path):
+        nearest = path if folder else path.parent
+    else:
+        nearest = path.parent
+        while not os.path.lexists(nearest) and nearest != nearest.parent:
+            nearest = nearest.parent
+    if not nearest.is_dir():
+        raise error(f"{path}: {nearest} is not a folder, so the {what} cannot be made below it")
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        raise error(f"{path}: {nearest} is not writable: the {what} cannot be written there")
+    return path

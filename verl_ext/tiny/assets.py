@@ -18,9 +18,19 @@ Layout of ``--out``::
 
 The build is deterministic: the same recipe writes byte-identical files (on one machine and software stack). An
 existing directory whose manifest has the same recipe and whose files still match their checksums is left as it
-is (``--force`` rebuilds). A folder is only ever replaced when verl-ext wrote it: an empty folder, or one with
-verl-ext's ``manifest.json``; any other folder, a file, or a symbolic link is refused before anything is built,
-and a ``manifest.json`` that is not UTF-8 JSON object is an error naming it (``error: <file>: <what>``, exit 2).
+is (``--force`` rebuilds).
+
+What a rebuild may replace (:func:`check_replaceable`): only what verl-ext wrote, as its ``manifest.json`` lists it.
+A folder is replaced when it is empty, or when it holds verl-ext's ``manifest.json`` (a UTF-8 JSON object with a
+``files`` object) and nothing but the files that manifest lists (and the folders holding them); a listed file is
+verl-ext's whatever its content now (a damaged build is rebuilt). A file the manifest does not list (a user's notes
+put beside the weights, a folder of their own) makes the build refuse, naming the files, with ``--force`` or any
+other recipe too: nothing of the user's is ever deleted. Refused as well, before anything is built: a symbolic link
+(whatever it points at), a file, a path below a file, a folder that cannot be written, a ``manifest.json`` that is
+not a UTF-8 JSON object, more than :data:`MAX_EXAMPLES` examples per split, and a size whose build would need more
+memory than the machine has available (:func:`verl_ext.tiny.sizes.build_memory_bytes`; ``--skip-memory-check`` to
+build anyway). A write that fails half-way (a full disk) leaves the folder as it was. Each is ``error: <path>:
+<what>`` and exit 2 from the command, :class:`AssetsFolderError` from Python.
 The reward function is :func:`verl_ext.tiny.task.compute_score`.
 """
 
@@ -72,11 +82,14 @@ TASK_OVERRIDE_REASONS = {
 MAX_SEED = 2**63 - 1  # what torch.manual_seed takes (random.Random takes anything)
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 16 * 2**20
+MAX_EXAMPLES = 100_000  # per split: a task's rows are held in memory before they are written
+MAX_NAMED = 10  # files not in the manifest named in a refusal
 
 
 class AssetsFolderError(OSError):
-    """A folder the builder must not replace (not verl-ext's, a link, a file) or a manifest it cannot read;
-    the message names the path."""
+    """The builder refuses or cannot finish: a folder it must not replace (not verl-ext's, holding files its
+    manifest does not list, a link, a file), a place it cannot write, a manifest it cannot read, a build larger than
+    the memory available; the message names the path."""
 
 
 def default_assets_dir(size: str = DEFAULT_SIZE) -> Path:
@@ -158,47 +171,124 @@ def assets_are_current(out: Path, wanted_recipe: dict[str, Any]) -> bool:
     return manifest.get("recipe") == wanted_recipe and manifest.get("files") == file_checksums(out)
 
 
+def not_listed(out: Path, listed: Any) -> list[str]:
+    """What ``out`` holds that verl-ext's manifest does not list: files (and links, FIFOs, ...) not in ``listed``
+    (relative paths; ``manifest.json`` itself is verl-ext's), folders that hold no listed file (``name/``), and links
+    to folders. Nothing is followed."""
+    listed = {str(name) for name in listed} | {MANIFEST}
+    needed = {str(parent) for name in listed for parent in Path(name).parents if str(parent) != "."}
+    found = []
+    for root, folders, names in os.walk(out):
+        here = Path(root).relative_to(out)
+        for folder in list(folders):
+            relative = str(here / folder)
+            if os.path.islink(os.path.join(root, folder)) or relative not in needed:
+                found.append(relative if os.path.islink(os.path.join(root, folder)) else relative + "/")
+                folders.remove(folder)  # not walked: it is not verl-ext's as a whole
+        found += [str(here / name) for name in names if str(here / name) not in listed]
+    return sorted(found)
+
+
 def check_replaceable(out: Path) -> None:
     """Refuse (:class:`AssetsFolderError`) to build into ``out`` unless replacing it loses nothing verl-ext did not
-    write: ``out`` is absent, an empty folder, or a folder with verl-ext's manifest (a JSON object listing its
-    ``files``). A symbolic link is refused whatever it points at (the build would replace what it points at), so is
-    a file; a manifest that is not UTF-8 JSON is an error naming it."""
-    if out.is_symlink():
-        raise AssetsFolderError(f"{out}: a symbolic link (to {os.readlink(out)}); give the assets folder itself: "
-                                "verl-ext never builds through a link into a folder it did not make")
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise AssetsFolderError(f"{out}: not a folder; give a new or empty folder for the assets")
-    if not any(out.iterdir()):
+    write (the module docstring's rule): ``out`` is absent, an empty folder, or a folder with verl-ext's manifest (a
+    JSON object listing its ``files``) holding nothing else. A symbolic link is refused whatever it points at (the
+    build would replace what it points at), so is a file, a path below a file, a place that cannot be written; a
+    manifest that is not UTF-8 JSON is an error naming it."""
+    from verl_ext.files import check_output_place
+
+    out = check_output_place(out, "assets folder", AssetsFolderError)
+    if not out.exists() or not any(out.iterdir()):
         return
     manifest = out / MANIFEST
     if manifest.is_symlink() or not manifest.exists():
         raise AssetsFolderError(f"{out}: a folder that verl-ext did not write (no {MANIFEST} of its own); refusing to "
                                 "replace it. Give a new or empty folder, or remove this one yourself")
-    if not isinstance(read_manifest(manifest).get("files"), dict):
+    files = read_manifest(manifest).get("files")
+    if not isinstance(files, dict):
         raise AssetsFolderError(f"{manifest}: not a manifest verl-ext wrote (no 'files' object); refusing to replace "
                                 f"{out}. Give a new or empty folder, or remove this one yourself")
+    foreign = not_listed(out, files)
+    if foreign:
+        named = ", ".join(foreign[:MAX_NAMED]) + (f" and {len(foreign) - MAX_NAMED} more" if len(foreign) > MAX_NAMED else "")
+        raise AssetsFolderError(f"{out}: holds {len(foreign)} file(s) that its {MANIFEST} does not list, so verl-ext "
+                                f"did not write them: {named}; refusing to rebuild over them (--force too). Move them "
+                                "out of the folder, or give another folder")
+
+
+def _write_failure(failure: BaseException) -> bool:
+    """An error of writing the build (a full disk, a read-only place, a file-size limit), as the writers report it:
+    an OSError, or safetensors' own error type for the weights."""
+    if isinstance(failure, OSError):
+        return True
+    return type(failure).__name__ == "SafetensorError"
 
 
 @contextmanager
 def staged_folder(out: Path, prefix: str) -> Iterator[Path]:
     """A fresh folder beside ``out`` to build into. When the block ends without an error it replaces ``out``,
-    so no reader ever sees a half-written folder; on an error it is removed and ``out`` is left as it was.
-    ``out`` is checked (:func:`check_replaceable`) before the block and again right before it is replaced."""
+    so no reader ever sees a half-written folder; on an error it is removed and ``out`` is left as it was (a
+    write that fails, a full disk: :class:`AssetsFolderError` naming ``out`` and the cause). ``out`` is checked
+    (:func:`check_replaceable`) before the block and again right before it is replaced; the folder it replaces is
+    first moved aside, then removed once the new one is in place."""
     out = Path(os.path.abspath(out))
     check_replaceable(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = new_folder(out.parent, prefix)  # mode 0777 less the umask, as the folder it becomes should have
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = new_folder(out.parent, prefix)  # mode 0777 less the umask, as the folder it becomes should have
+    except OSError as failure:
+        raise AssetsFolderError(f"{out}: cannot make a folder there ({failure.strerror or failure})") from None
     try:
         yield staging
         check_replaceable(out)
         if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
+            aside = new_folder(out.parent, prefix + "replaced-")
+            os.rename(out, aside)  # onto the new empty folder: one rename, then the new build takes its place
+            try:
+                staging.rename(out)
+            except BaseException:
+                os.rename(aside, out)
+                raise
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            staging.rename(out)
+    except AssetsFolderError:
+        raise
+    except BaseException as failure:
+        if _write_failure(failure):
+            reason = getattr(failure, "strerror", None) or failure
+            raise AssetsFolderError(f"{out}: the build could not be written ({reason}); {out} was left as it was") from None
+        raise
     finally:
         if staging.exists():
-            shutil.rmtree(staging)
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def available_memory_bytes() -> Optional[int]:
+    """The memory the kernel says a new process can take without swapping (``MemAvailable``), None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class AssetsTooLarge(AssetsFolderError):
+    """A build that needs more memory than is available (the message gives both)."""
+
+
+def check_memory(size: str) -> None:
+    """:class:`AssetsTooLarge` when the estimate of a build of ``size`` exceeds the memory available."""
+    from verl_ext.tiny.sizes import assets_size, build_memory_bytes
+
+    needed, available = build_memory_bytes(assets_size(size)), available_memory_bytes()
+    if available is not None and needed > available:
+        raise AssetsTooLarge(f"--size {size}: building it takes about {needed / 2**30:.1f} GiB of memory and "
+                             f"{available / 2**30:.1f} GiB are available; build it on a larger machine, free memory, or "
+                             "pass --skip-memory-check to build anyway")
 
 
 def build_tiny_assets(
@@ -208,6 +298,7 @@ def build_tiny_assets(
     val_examples: int = DEFAULT_VAL_EXAMPLES,
     force: bool = False,
     size: str = DEFAULT_SIZE,
+    memory_check: bool = True,
 ) -> dict[str, Any]:
     """Build (or keep, when current) the assets of ``size`` in ``out``; returns the manifest. A folder verl-ext did
     not write is refused before anything is built (:func:`check_replaceable`)."""
@@ -216,8 +307,8 @@ def build_tiny_assets(
 
     spec = assets_size(size)
     for name, value in (("train_examples", train_examples), ("val_examples", val_examples)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_EXAMPLES:
+            raise ValueError(f"{name} must be an integer in 1..{MAX_EXAMPLES}, got {value!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ValueError(f"seed must be an integer in 0..{MAX_SEED}, got {seed!r}")
     out = Path(os.path.abspath(out))  # not resolved: a link is refused, never followed
@@ -225,6 +316,8 @@ def build_tiny_assets(
     wanted = recipe(seed, train_examples, val_examples, size)
     if not force and assets_are_current(out, wanted):
         return read_manifest(out / MANIFEST)
+    if memory_check:
+        check_memory(size)
 
     from verl_ext.tiny.model import build_model, count_parameters
     from verl_ext.tiny.tokenizer import build_synthetic_tokenizer, build_tokenizer
@@ -249,7 +342,7 @@ def build_tiny_assets(
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from verl_ext.checks.arguments import int_in, positive_int
+    from verl_ext.checks.arguments import int_in
     from verl_ext.tiny.sizes import SIZES
 
     parser = argparse.ArgumentParser(prog="verl-ext tiny-assets", description=__doc__.split("\n\n")[0])
@@ -259,13 +352,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="output folder: new, empty, or one verl-ext built (default: assets/<folder of the size> "
                              f"in a checkout, e.g. {default_assets_dir()})")
     parser.add_argument("--seed", type=int_in(0, MAX_SEED), default=DEFAULT_SEED)
-    parser.add_argument("--train-examples", type=positive_int, default=DEFAULT_TRAIN_EXAMPLES)
-    parser.add_argument("--val-examples", type=positive_int, default=DEFAULT_VAL_EXAMPLES)
-    parser.add_argument("--force", action="store_true", help="rebuild even when the directory is current")
+    parser.add_argument("--train-examples", type=int_in(1, MAX_EXAMPLES), default=DEFAULT_TRAIN_EXAMPLES)
+    parser.add_argument("--val-examples", type=int_in(1, MAX_EXAMPLES), default=DEFAULT_VAL_EXAMPLES)
+    parser.add_argument("--force", action="store_true", help="rebuild even when the directory is current (files its "
+                        "manifest does not list are never deleted: the build refuses, naming them)")
+    parser.add_argument("--skip-memory-check", action="store_true",
+                        help="build even when the estimated memory of the build exceeds what is available")
     args = parser.parse_args(argv)
     out = args.out or default_assets_dir(args.size)
     try:
-        manifest = build_tiny_assets(out, args.seed, args.train_examples, args.val_examples, args.force, args.size)
+        manifest = build_tiny_assets(out, args.seed, args.train_examples, args.val_examples, args.force, args.size,
+                                     memory_check=not args.skip_memory_check)
     except AssetsFolderError as refused:
         print(f"verl-ext tiny-assets: error: {refused}", file=sys.stderr)
         return 2

@@ -18,7 +18,8 @@ module imports neither torch nor transformers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 from typing import Optional
 
 
@@ -34,6 +35,31 @@ class TinyModelSize:
     max_position_embeddings: int = 128
     tie_word_embeddings: bool = True
     rope_theta: float = 10000.0
+
+    def __post_init__(self) -> None:
+        """Refuse (ValueError naming the field) dimensions that cannot form a Qwen2 model: a count that is not an
+        integer >= 1, attention heads that do not divide the hidden size, key-value heads that do not divide the
+        attention heads, an odd head dimension (rotary embeddings pair the dimensions), a rope theta that is not a
+        finite number > 0."""
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name == "tie_word_embeddings":
+                if not isinstance(value, bool):
+                    raise ValueError(f"model size: tie_word_embeddings must be true or false, got {value!r}")
+            elif item.name == "rope_theta":
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                    raise ValueError(f"model size: rope_theta must be a finite number > 0, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"model size: {item.name} must be an integer >= 1, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"model size: num_attention_heads {self.num_attention_heads} does not divide hidden_size "
+                             f"{self.hidden_size} (each head takes hidden_size / num_attention_heads dimensions)")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(f"model size: num_key_value_heads {self.num_key_value_heads} does not divide "
+                             f"num_attention_heads {self.num_attention_heads} (grouped-query attention)")
+        if (self.hidden_size // self.num_attention_heads) % 2:
+            raise ValueError(f"model size: the head dimension hidden_size / num_attention_heads = "
+                             f"{self.hidden_size // self.num_attention_heads} is odd (rotary embeddings need it even)")
 
 
 TINY_QWEN2 = TinyModelSize()
@@ -51,6 +77,18 @@ SCALE_CPU_QWEN2 = TinyModelSize(num_hidden_layers=2, hidden_size=128, num_attent
 
 def head_dim(size: TinyModelSize) -> int:
     return size.hidden_size // size.num_attention_heads
+
+
+def parameter_count(size: TinyModelSize, vocab_size: int) -> int:
+    """The parameters of a Qwen2 causal LM of ``size`` over ``vocab_size`` ids, by arithmetic (no torch): embeddings
+    (and an untied output layer), per layer the q/k/v projections with their biases, the output projection, the
+    gated MLP and two norms, and the final norm. :func:`verl_ext.tiny.model.parameters_of` counts the same on the
+    meta device."""
+    hidden, kv = size.hidden_size, head_dim(size) * size.num_key_value_heads
+    attention = (hidden * hidden + hidden) + 2 * (hidden * kv + kv) + hidden * hidden
+    layer = attention + 3 * hidden * size.intermediate_size + 2 * hidden
+    embeddings = vocab_size * hidden * (1 if size.tie_word_embeddings else 2)
+    return embeddings + size.num_hidden_layers * layer + hidden
 
 
 COUNT_TASK, LETTERS_TASK = "count", "letters"
@@ -86,6 +124,16 @@ SIZES = {
                                description="Qwen2.5-1.5B's dimensions, random weights (1.54B parameters)"),
 }
 DEFAULT_SIZE = "cpu"
+COUNT_TASK_VOCAB = 45  # the counting task's trained tokenizer (verl_ext.tiny.tokenizer)
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+BUILD_OVERHEAD_BYTES = 2**30  # torch, transformers and the tokenizer, beside the weights
+
+
+def build_memory_bytes(spec: "AssetsSize") -> int:
+    """An estimate of the memory a build of ``spec`` takes: the weights drawn in float32, plus their copy in the
+    stored dtype while both are alive, plus :data:`BUILD_OVERHEAD_BYTES` (qwen2.5-1.5b: about 10 GB)."""
+    parameters = parameter_count(spec.model, spec.vocab_size or COUNT_TASK_VOCAB)
+    return parameters * (4 + (DTYPE_BYTES[spec.dtype] if spec.dtype != "float32" else 0)) + BUILD_OVERHEAD_BYTES
 
 
 def assets_size(name: str) -> AssetsSize:
