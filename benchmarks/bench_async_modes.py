@@ -54,6 +54,9 @@ from typing import Optional, Sequence
 
 from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's verl_ext
+from verl_ext.checks.arguments import name_list, positive_int  # noqa: E402 -- the shared option checks
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -223,22 +226,15 @@ def bench_cpu(modes: Sequence[Mode], steps: int, scratch: Path, repeats: int = 1
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=16, help="training steps per run (default 16)")
-    parser.add_argument("--repeats", type=int, default=1, help="runs per mode, round-robin; the median is reported")
-    parser.add_argument("--only", help="comma-separated mode names: " + ", ".join(mode.name for mode in MODES))
+    parser.add_argument("--steps", type=positive_int, default=16, help="training steps per run (default 16)")
+    parser.add_argument("--repeats", type=positive_int, default=1, help="runs per mode, round-robin; the median is reported")
+    parser.add_argument("--only", type=name_list([mode.name for mode in MODES], "mode names"),
+                        help="comma-separated mode names: " + ", ".join(mode.name for mode in MODES))
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.steps < 4:
         parser.error("--steps must be >= 4 (steady steps are 2 .. T - 2)")
-    if args.repeats < 1:
-        parser.error("--repeats must be >= 1")
-    modes = list(MODES)
-    if args.only:
-        names = [name.strip() for name in args.only.split(",") if name.strip()]
-        unknown = sorted(set(names) - {mode.name for mode in MODES})
-        if unknown:
-            parser.error(f"--only: unknown {', '.join(unknown)}; allowed: {', '.join(mode.name for mode in MODES)}")
-        modes = [mode for mode in MODES if mode.name in names]
+    modes = [mode for mode in MODES if mode.name in args.only] if args.only else list(MODES)
     os.environ.update(LOGGING_WORKAROUND)  # before Ray starts: its workers inherit it
     load_start = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="bench_async_modes_") as scratch:

@@ -32,6 +32,9 @@ import time
 from pathlib import Path
 from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's verl_ext
+from verl_ext.checks.arguments import positive_int  # noqa: E402 -- the shared option checks
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -118,8 +121,8 @@ def bench_generation(assets: Path) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--session-runs", type=int, default=2)
+    parser.add_argument("--steps", type=positive_int, default=60)
+    parser.add_argument("--session-runs", type=positive_int, default=2)
     parser.add_argument("--skip-quickstart", action="store_true")
     parser.add_argument("--skip-session", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")

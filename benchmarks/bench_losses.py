@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's verl_ext
+from verl_ext.checks.arguments import comma_list, positive_int, shape as shape_option  # noqa: E402 -- the shared option checks
+
 REPO = Path(__file__).resolve().parents[1]
 TIME_GOAL = 1.15
 
@@ -57,8 +60,9 @@ def measure(loss_mode: str, rows: int, columns: int, repeats: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shapes", default="256x2048,64x8192")
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--shapes", type=comma_list("shapes", item=shape_option), default="256x2048,64x8192",
+                        help="ROWSxCOLUMNS, comma-separated (default 256x2048,64x8192)")
+    parser.add_argument("--repeats", type=positive_int, default=7)
     parser.add_argument("--worker", nargs=2, metavar=("LOSS", "SHAPE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -70,7 +74,7 @@ def main() -> int:
 
     results = {}
     names = ["vanilla", *POLICY_LOSSES]
-    for shape in args.shapes.split(","):
+    for shape in args.shapes:
         for name in names:
             output = subprocess.run(
                 [sys.executable, __file__, "--worker", name, shape, "--repeats", str(args.repeats)],
@@ -80,7 +84,7 @@ def main() -> int:
             print(f"  measured {name} {shape}", file=sys.stderr)
     print(f"{'loss':<18}{'shape':>10}{'ms':>9}{'x vanilla':>11}{'peak MB':>9}{'x vanilla':>11}  goal")
     over = 0
-    for shape in args.shapes.split(","):
+    for shape in args.shapes:
         base = results["vanilla", shape]
         for name in names:
             row = results[name, shape]
@@ -89,16 +93,16 @@ def main() -> int:
             ok = time_ratio <= TIME_GOAL and row["peak_mb"] <= base["peak_mb"] * 1.02
             over += not ok
             print(f"{name:<18}{shape:>10}{row['ms']:>9.1f}{time_ratio:>11.2f}{row['peak_mb']:>9.1f}{memory_ratio:>11.2f}  {'ok' if ok else 'OVER'}")
-    print(f"{over} of {len(names) * len(args.shapes.split(','))} rows miss the goal (time <= {TIME_GOAL}x, memory <= vanilla)")
-    ours = [(name, shape) for shape in args.shapes.split(",") for name in POLICY_LOSSES]
+    print(f"{over} of {len(names) * len(args.shapes)} rows miss the goal (time <= {TIME_GOAL}x, memory <= vanilla)")
+    ours = [(name, shape) for shape in args.shapes for name in POLICY_LOSSES]
     time_ratios = [results[key]["ms"] / results["vanilla", key[1]]["ms"] for key in ours]
     memory_ratios = [results[key]["peak_mb"] / results["vanilla", key[1]]["peak_mb"] for key in ours
                      if results["vanilla", key[1]]["peak_mb"] > 0]
-    headline = {f"vanilla ms at {shape}": f"{results['vanilla', shape]['ms']:.1f}" for shape in args.shapes.split(",")}
+    headline = {f"vanilla ms at {shape}": f"{results['vanilla', shape]['ms']:.1f}" for shape in args.shapes}
     headline["verl-ext losses, time x vanilla"] = f"{min(time_ratios):.2f}-{max(time_ratios):.2f}"
     if memory_ratios:
         headline["verl-ext losses, peak memory x vanilla"] = f"{min(memory_ratios):.2f}-{max(memory_ratios):.2f}"
-    headline["cells missing the goal"] = f"{over} of {len(names) * len(args.shapes.split(','))}"
+    headline["cells missing the goal"] = f"{over} of {len(names) * len(args.shapes)}"
     print_headline(headline)
     return 0
 

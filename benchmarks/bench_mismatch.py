@@ -27,6 +27,9 @@ from pathlib import Path
 
 from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's verl_ext
+from verl_ext.checks.arguments import positive_int  # noqa: E402 -- the shared option checks
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -66,8 +69,8 @@ def headline(summary: dict[str, dict[str, float]]) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pairs", type=int, default=3, help="runs of each way, interleaved (default 3)")
-    parser.add_argument("--steps", type=int, default=10, help="training steps per run (default 10)")
+    parser.add_argument("--pairs", type=positive_int, default=3, help="runs of each way, interleaved (default 3)")
+    parser.add_argument("--steps", type=positive_int, default=10, help="training steps per run (default 10)")
     parser.add_argument("--size", choices=("cpu", "scale-cpu"), default="cpu", help="the assets (default cpu)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temporary one)")

@@ -38,6 +38,9 @@ from typing import Callable, Sequence
 
 from headline import load_average, print_headline, print_report  # benchmarks/headline.py (this script's folder is on sys.path)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's verl_ext
+from verl_ext.checks.arguments import positive_int  # noqa: E402 -- the shared option checks
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -201,6 +204,8 @@ def bench_gpu_overlap(
 
 
 def parse_grid(values: Sequence[str]) -> list[tuple[int, int]]:
+    """``--grid``'s m,n pairs; SystemExit naming the value for one that is not two integers >= 1, or a pair given
+    twice (its runs would be measured twice under one name)."""
     grid = []
     for value in values:
         try:
@@ -209,18 +214,37 @@ def parse_grid(values: Sequence[str]) -> list[tuple[int, int]]:
             raise SystemExit(f"--grid: each value is m,n with integers (e.g. 4,1), got {value!r}") from None
         if m < 1 or n < 1:
             raise SystemExit(f"--grid {value}: overlap needs m >= 1 and n >= 1 (with n = 0 nothing can overlap)")
+        if (m, n) in grid:
+            raise SystemExit(f"--grid {value}: ({m}, {n}) given twice; each pair runs once")
         grid.append((m, n))
     return grid
 
 
+def check_steady_windows(grid: Sequence[tuple[int, int]], steps: int, with_sync: bool = True) -> None:
+    """SystemExit, before any run, when a run of the grid (or sync mode) would have no steady step in ``steps``
+    (:meth:`OverlapRun.steady_steps`): every run would train, then the figures could not be taken. Names the
+    runs and the fewest steps that give each one a steady cycle."""
+    empty = [run for run in overlap_grid(grid) if not run.steady_steps(steps) and (with_sync or run.name != SYNC)]
+    if empty:
+        needs = {run.name: next((total for total in range(steps, steps + 10_000) if run.steady_steps(total)), None)
+                 for run in empty}
+        raise SystemExit(f"--steps {steps}: no steady step for " + ", ".join(
+            f"{name} (needs --steps >= {fewest})" for name, fewest in needs.items())
+            + "; nothing was run")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=16, help="training steps per run (default 16: two (4,4) cycles)")
+    parser.add_argument("--steps", type=positive_int, default=16, help="training steps per run (default 16: two (4,4) cycles)")
     parser.add_argument("--grid", nargs="+", default=[f"{m},{n}" for m, n in DEFAULT_GRID], help="m,n pairs")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     parser.add_argument("--skip-sync", action="store_true", help="leave out verl's sync mode run")
     args = parser.parse_args(argv)
-    grid = parse_grid(args.grid)
+    try:
+        grid = parse_grid(args.grid)
+        check_steady_windows(grid, args.steps, with_sync=not args.skip_sync)
+    except SystemExit as refused:
+        parser.error(str(refused))
     load_start = load_average()
     with tempfile.TemporaryDirectory(prefix="bench_overlap_") as scratch:
         results = bench_cpu(grid, args.steps, Path(scratch), with_sync=not args.skip_sync)

@@ -24,6 +24,9 @@ from pathlib import Path
 
 from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's verl_ext
+from verl_ext.checks.arguments import positive_int  # noqa: E402 -- the shared option checks
+
 REPO = Path(__file__).resolve().parents[1]
 COMMAND = [sys.executable, "-c", "import verl"]
 TARGET_RATIO = 1.05
@@ -55,7 +58,7 @@ def spread(values: list[float], digits: int = 3) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=8, help="pairs of processes measured (after one warm-up pair)")
+    parser.add_argument("--repeats", type=positive_int, default=8, help="pairs of processes measured (after one warm-up pair)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")

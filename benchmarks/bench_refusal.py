@@ -26,6 +26,9 @@ from pathlib import Path
 
 from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's verl_ext
+from verl_ext.checks.arguments import positive_int  # noqa: E402 -- the shared option checks
+
 REPO = Path(__file__).resolve().parents[1]
 RUN = ["run", "gsm8k", "grpo"]
 CASES = {
@@ -58,7 +61,7 @@ def timed(command: list[str], env: dict[str, str], expected_status: int) -> floa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=positive_int, default=5)
     args = parser.parse_args()
     env = {key: value for key, value in os.environ.items() if not key.startswith(("VERL_EXT_", "VERL_FILE_LOGGER"))}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")

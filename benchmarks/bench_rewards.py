@@ -37,6 +37,9 @@ from pathlib import Path
 
 from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's verl_ext
+from verl_ext.checks.arguments import positive_int  # noqa: E402 -- the shared option checks
+
 from verl_ext import data_sources
 from verl_ext.jsonl import json_lines
 
@@ -174,7 +177,7 @@ def concurrency_bound(slow: int = 16, easy: int = 4) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "datasets")
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--threads", type=positive_int, default=8)
     parser.add_argument("--concurrency-only", action="store_true", help="only the latency bound under concurrency")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))

@@ -31,6 +31,9 @@ from pathlib import Path
 
 from headline import print_headline  # benchmarks/headline.py (this script's folder is on sys.path)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's verl_ext
+from verl_ext.checks.arguments import comma_list, positive_int, shape as shape_option  # noqa: E402 -- the shared option checks
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -117,14 +120,15 @@ def report(rows: list[dict]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=12, help="training steps per run (default 12)")
-    parser.add_argument("--topologies", default="1x1,1x2", help="NODESxGPUS_PER_NODE, comma-separated (default 1x1,1x2)")
-    parser.add_argument("--repeats", type=int, default=1, help="runs per topology, alternating (default 1)")
+    parser.add_argument("--steps", type=positive_int, default=12, help="training steps per run (default 12)")
+    parser.add_argument("--topologies", type=comma_list("topologies", item=shape_option), default="1x1,1x2",
+                        help="NODESxGPUS_PER_NODE, comma-separated (default 1x1,1x2)")
+    parser.add_argument("--repeats", type=positive_int, default=1, help="runs per topology, alternating (default 1)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = parser.parse_args()
-    if args.steps < 2 or args.repeats < 1:
-        parser.error("--steps must be >= 2 (steady steps come after the first) and --repeats >= 1")
-    topologies = [parse_topology(text) for text in args.topologies.split(",") if text.strip()]
+    if args.steps < 2:
+        parser.error("--steps must be >= 2 (steady steps come after the first)")
+    topologies = [parse_topology(text) for text in args.topologies]
 
     from verl_ext.tiny.assets import build_tiny_assets
 

@@ -57,6 +57,10 @@ from headline import parse_headline  # benchmarks/headline.py (this script's fol
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+
+from verl_ext.checks.arguments import name_list  # noqa: E402 -- after the checkout is on sys.path
+from verl_ext.files import check_output_place, write_whole  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -120,42 +124,40 @@ def run_one(benchmark: Benchmark, quick: bool, sink) -> tuple[str, float, dict[s
 def _emit(line: str, sink) -> None:
     print(line, flush=True)
     if sink is not None:
-        sink.write(line + "\n")
-        sink.flush()
+        sink.append(line + "\n")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats and shapes where a benchmark allows it")
-    parser.add_argument("--only", help="comma-separated names: " + ", ".join(b.name for b in BENCHMARKS))
-    parser.add_argument("--out", type=Path, help="also write the whole report to this file")
+    parser.add_argument("--only", type=name_list([b.name for b in BENCHMARKS], "benchmark names"),
+                        help="comma-separated names: " + ", ".join(b.name for b in BENCHMARKS))
+    parser.add_argument("--out", type=Path, help="also write the whole report to this file (written whole at the end; "
+                        "never through a symbolic link)")
     args = parser.parse_args(argv)
-    chosen = list(BENCHMARKS)
-    if args.only:
-        names = [name.strip() for name in args.only.split(",") if name.strip()]
-        unknown = sorted(set(names) - {b.name for b in BENCHMARKS})
-        if unknown:
-            parser.error(f"--only: unknown {', '.join(unknown)}; allowed: {', '.join(b.name for b in BENCHMARKS)}")
-        chosen = [b for b in BENCHMARKS if b.name in names]
+    chosen = [b for b in BENCHMARKS if b.name in args.only] if args.only else list(BENCHMARKS)
     sink = None
     if args.out:
+        try:  # before any benchmark runs: a link, a folder, a path below a file, a place that cannot be written
+            args.out = check_output_place(args.out, "report", ValueError, folder=False)
+        except ValueError as refused:
+            parser.error(f"--out {refused}")
+        sink = []
+    outcomes = [(benchmark, *run_one(benchmark, args.quick, sink)) for benchmark in chosen]
+    _emit(f"== headline figures, side by side (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)", sink)
+    _emit("| benchmark | figure | value |\n|---|---|---|", sink)
+    for benchmark, status, seconds, headline in outcomes:
+        if not headline:
+            _emit(f"| {benchmark.name} | status | {status} ({seconds:.0f} s, no figures) |", sink)
+        for figure, value in headline.items():
+            _emit(f"| {benchmark.name} | {figure} | {value} |", sink)
+    _emit("== status", sink)
+    for benchmark, status, seconds, _ in outcomes:
+        _emit(f"   {benchmark.name:<12} {status:<12} {seconds:6.0f} s", sink)
+    if sink is not None:  # complete or absent: a temporary file beside it, renamed over it (a link is replaced)
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        sink = args.out.open("w", encoding="utf-8")
-    try:
-        outcomes = [(benchmark, *run_one(benchmark, args.quick, sink)) for benchmark in chosen]
-        _emit(f"== headline figures, side by side (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)", sink)
-        _emit("| benchmark | figure | value |\n|---|---|---|", sink)
-        for benchmark, status, seconds, headline in outcomes:
-            if not headline:
-                _emit(f"| {benchmark.name} | status | {status} ({seconds:.0f} s, no figures) |", sink)
-            for figure, value in headline.items():
-                _emit(f"| {benchmark.name} | {figure} | {value} |", sink)
-        _emit("== status", sink)
-        for benchmark, status, seconds, _ in outcomes:
-            _emit(f"   {benchmark.name:<12} {status:<12} {seconds:6.0f} s", sink)
-    finally:
-        if sink is not None:
-            sink.close()
+        content = "".join(sink).encode("utf-8")
+        write_whole(args.out, lambda file: file.write(content))
     return 0 if all(status in ("ok", "missing") for _, status, _, _ in outcomes) else 1
 
 

@@ -52,6 +52,51 @@ def positive_float(text: str) -> float:
     return value
 
 
+def comma_list(what: str, allowed: Optional[Sequence[str]] = None, item=None):
+    """A converter of a comma-separated list (``--only losses,rewards``, ``--shapes 256x2048,64x8192``): refused when
+    it is empty, holds an empty entry (``,`` or ``a,,b``), an entry twice, a name not in ``allowed`` (when given), or
+    an entry ``item`` rejects (``item(text)`` raises ``argparse.ArgumentTypeError`` or ``ValueError``); the entries in
+    the order given."""
+    allowed = None if allowed is None else tuple(allowed)
+    choices = f" from {', '.join(allowed)}" if allowed else ""
+
+    def convert(text: str) -> list[str]:
+        entries = [entry.strip() for entry in text.split(",")]
+        if not text.strip() or not all(entries):
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what} (none empty){choices}, got {text!r}")
+        if allowed is not None:
+            unknown = [entry for entry in entries if entry not in allowed]
+            if unknown:
+                raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+        twice = sorted({entry for entry in entries if entries.count(entry) > 1})
+        if twice:
+            raise argparse.ArgumentTypeError(f"{', '.join(twice)} given twice: each of the {what} runs once")
+        for entry in entries if item is not None else ():
+            try:
+                item(entry)
+            except ValueError as problem:
+                raise argparse.ArgumentTypeError(f"{entry!r}: {problem}") from None
+        return entries
+
+    return convert
+
+
+def name_list(allowed: Sequence[str], what: str = "names"):
+    """:func:`comma_list` of names from ``allowed``."""
+    return comma_list(what, allowed)
+
+
+def shape(text: str) -> tuple[int, int]:
+    """``ROWSxCOLUMNS`` with both integers >= 1 (``256x2048``)."""
+    try:
+        rows, columns = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected ROWSxCOLUMNS (e.g. 256x2048), got {text!r}") from None
+    if rows < 1 or columns < 1:
+        raise argparse.ArgumentTypeError(f"expected ROWSxCOLUMNS with both >= 1, got {text!r}")
+    return rows, columns
+
+
 def split_at_double_dash(argv: Optional[Sequence[str]] = None) -> tuple[list[str], list[str]]:
     """A command line (default: this process's) -> (the command's own options, what follows the first ``--``: Hydra
     overrides, another command)."""
