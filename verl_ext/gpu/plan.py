@@ -150,8 +150,29 @@ def exit_status(state: dict[str, dict[str, Any]], steps: Sequence[Step]) -> int:
 # ------------------------------------------------------------------------------------------- the output folder
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# a step's record: field -> (what it must be, the test); a field may also be absent or null
+RECORD_FIELDS = {
+    "seconds": ("a number", _number),
+    "checks": ("a list of checks", lambda value: isinstance(value, list)),
+    "figures": ("an object", lambda value: isinstance(value, dict)),
+    "error": ("a string", lambda value: isinstance(value, str)),
+}
+CHECK_FIELDS = {"name": ("a string", lambda value: isinstance(value, str)),
+                "ok": ("true or false", lambda value: isinstance(value, bool))}
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
 def read_summary(path: Path) -> dict[str, Any]:
-    """A plan summary this command wrote, checked: a JSON object with a backend and a record per step."""
+    """A plan summary this command wrote, checked: a JSON object with a backend and a record per step, each field of
+    the type this command writes (:data:`RECORD_FIELDS`, :data:`CHECK_FIELDS`; ``device`` a string, ``calls`` a list
+    of objects); else :class:`PlanFolderError` naming the file and the field."""
     from verl_ext.files import parse_json, read_bounded
 
     summary = parse_json(read_bounded(path, MAX_SUMMARY_BYTES, "plan summary", PlanFolderError), path, PlanFolderError)
@@ -160,18 +181,41 @@ def read_summary(path: Path) -> dict[str, Any]:
     for name, record in summary["steps"].items():
         if not isinstance(record, dict) or record.get("status") not in STATUSES:
             raise PlanFolderError(f"{path}: step {name!r} has no status among {', '.join(STATUSES)}")
+        for field_name, (what, fits) in RECORD_FIELDS.items():
+            value = record.get(field_name)
+            if value is not None and not fits(value):
+                raise PlanFolderError(f"{path}: steps.{name}.{field_name} is {_kind(value)}, not {what}")
+        for number, check in enumerate(record.get("checks") or []):
+            if not isinstance(check, dict):
+                raise PlanFolderError(f"{path}: steps.{name}.checks[{number}] is {_kind(check)}, not an object")
+            for field_name, (what, fits) in CHECK_FIELDS.items():
+                if not fits(check.get(field_name)):
+                    raise PlanFolderError(f"{path}: steps.{name}.checks[{number}].{field_name} is "
+                                          f"{_kind(check.get(field_name))}, not {what}")
+    if "device" in summary and not isinstance(summary["device"], str):
+        raise PlanFolderError(f"{path}: device is {_kind(summary['device'])}, not a string")
+    calls = summary.get("calls", [])
+    if not isinstance(calls, list) or not all(isinstance(call, dict) for call in calls):
+        raise PlanFolderError(f"{path}: calls is {_kind(calls)}, not a list of objects")
     return summary
 
 
+LOSSES_LOG, RUNS = "losses.log", "runs"
+
+
 def open_folder(out: Path, backend: str) -> dict[str, Any]:
-    """The summary to go on from (a new one for a new folder); refuses a folder this command did not write, a link,
-    a file, and a plan of the other backend."""
-    if out.is_symlink():
-        raise PlanFolderError(f"{out}: a symbolic link; give the folder itself")
-    if out.exists() and not out.is_dir():
-        raise PlanFolderError(f"{out}: not a folder")
+    """The summary to go on from (a new one for a new folder); refuses a folder this command did not write, a link
+    (the folder, or one of the files it writes there: the summary, the losses log, the runs folder), a file, a path
+    below a file or one that cannot be written, and a plan of the other backend. Runs before anything is built."""
+    from verl_ext.files import check_output_place
+
+    out = check_output_place(out, "plan folder", PlanFolderError)
+    for name in (SUMMARY, LOSSES_LOG, RUNS):
+        if (out / name).is_symlink():
+            raise PlanFolderError(f"{out / name}: a symbolic link (to {os.readlink(out / name)}); the plan writes its "
+                                  "files itself, never through a link: remove it or give another --out")
     path = out / SUMMARY
-    if path.exists() or path.is_symlink():
+    if path.exists():
         summary = read_summary(path)
         if summary["backend"] != backend:
             raise PlanFolderError(f"{path}: a plan of the {summary['backend']} backend; give another --out for {backend}")
@@ -239,11 +283,11 @@ class Executor:
         if backend == "gpu":
             from verl_ext.gpu.backend import GPU_PROJECT, GPUBackend
 
-            self.where, self.outputs = GPUBackend(assets), Outputs(out / "runs", project=GPU_PROJECT)
+            self.where, self.outputs = GPUBackend(assets), Outputs(out / RUNS, project=GPU_PROJECT)
         else:
             from verl_ext.cpu.backend import CPUBackend
 
-            self.where, self.outputs = CPUBackend(assets), Outputs(out / "runs")
+            self.where, self.outputs = CPUBackend(assets), Outputs(out / RUNS)
 
     def __call__(self, step: Step, seconds: float) -> Outcome:
         if step.name == LOSSES:
@@ -299,12 +343,15 @@ class Executor:
         selection = (["tests/gpu", "-m", "gpu", "-k", "reference"] if self.backend == "gpu" else
                      ["tests/gpu/test_losses_vs_reference.py", "-m", "not gpu", "-k", "float32"])
         command = [sys.executable, "-m", "pytest", *selection, "-q", "-p", "no:cacheprovider", "-rs"]
-        log = self.out / "losses.log"
+        log = self.out / LOSSES_LOG
         try:
             completed = subprocess.run(command, cwd=repo, capture_output=True, text=True, timeout=seconds)
         except subprocess.TimeoutExpired:
             return Outcome(CUT, error="stopped at the budget", figures={"log": str(log)})
-        log.write_text(completed.stdout + completed.stderr)
+        from verl_ext.files import write_whole
+
+        text = (completed.stdout + completed.stderr).encode("utf-8", "replace")
+        write_whole(log, lambda file: file.write(text))  # a new file renamed into place: never through a link
         last = (completed.stdout.strip().splitlines() or [""])[-1]
         check = {"name": "every loss within tolerance of float64" + (" on CUDA" if self.backend == "gpu" else " (CPU)"),
                  "ok": completed.returncode == 0, "detail": last}
