@@ -75,19 +75,24 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temporary one)")
     args = parser.parse_args()
-    if args.pairs < 1 or args.steps < 2:
-        parser.error("--pairs >= 1 and --steps >= 2")
+    if args.steps < 2:
+        parser.error("--steps >= 2")
 
     from verl_ext.algorithms.presets import parse_algorithm
     from verl_ext.cpu.backend import CPUBackend
     from verl_ext.metrics_file import trained_steps
     from verl_ext.runs.launch import Outputs, launch
     from verl_ext.runs.run import Run
-    from verl_ext.tiny.assets import build_tiny_assets
+    from verl_ext.files import check_output_place
+    from verl_ext.tiny.assets import AssetsFolderError, build_tiny_assets
 
-    base = args.out or Path(tempfile.mkdtemp(prefix="bench_mismatch_"))
-    assets = base / "assets"
-    build_tiny_assets(assets, size=args.size)
+    try:  # before anything is built: a link, a file, a path below a file; then the assets folder's own checks
+        base = check_output_place(args.out, "run folder", AssetsFolderError) if args.out else \
+            Path(tempfile.mkdtemp(prefix="bench_mismatch_"))
+        assets = base / "assets"
+        build_tiny_assets(assets, size=args.size)
+    except AssetsFolderError as refused:
+        parser.error(f"--out {refused}")
     backend, outputs = CPUBackend(assets), Outputs(base)
     runs: dict[str, list[dict]] = {way: [] for way in WAYS}
     for pair in range(args.pairs):

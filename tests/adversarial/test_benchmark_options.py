@@ -152,3 +152,18 @@ def test_an_old_tree_runs_its_own_code_only(tmp_path):
     with pytest.raises(bench_against_commit.BenchRefused, match="verl_ext.cpu.quickstart is not importable"):
         bench_against_commit.check_own_code(old, guard)
     bench_against_commit.check_own_code(REPO, guard)  # this checkout has its own quickstart
+
+
+def test_bench_mismatch_out_below_a_file_or_holding_a_users_assets_folder_is_refused(tmp_path):
+    below = tmp_path / "a-file"
+    below.write_text("x")
+    mine = tmp_path / "runs"
+    (mine / "assets").mkdir(parents=True)
+    (mine / "assets" / "mine.txt").write_text("keep\n")
+    for out, message in ((below / "runs", f"{below} is not a folder"), (mine, "a folder that verl-ext did not write")):
+        completed = subprocess.run([sys.executable, str(BENCHMARKS / "bench_mismatch.py"), "--out", str(out)],
+                                   cwd=REPO, capture_output=True, text=True, timeout=300,
+                                   env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert completed.returncode == 2 and message in completed.stderr, completed.stderr[-2000:]
+        assert "Traceback" not in completed.stderr
+    assert below.read_text() == "x" and (mine / "assets" / "mine.txt").read_text() == "keep\n"
