@@ -12,8 +12,18 @@ from verl_ext.checks.arguments import int_in, non_negative_int, positive_int
 from verl_ext.staleness.schedule import MAX_PREVIEW_STEPS, StalenessSchedule
 from verl_ext.staleness.update_lag import MAX_COUNT, scheduled_update_lag, updates_per_step
 
-# a bound on --steps well beyond any run, so that every count the summary prints stays a number Python can print
-MAX_STEPS = 10**18
+# a bound on --steps beyond any run (the preview costs the same for any count up to it), so that every count the summary
+# prints stays a number Python prints (it refuses integers of more than 4,300 digits)
+MAX_STEPS_DIGITS = 100
+
+
+def step_count(text: str) -> int:
+    """``--steps``: an integer in 0..10**100."""
+    value = non_negative_int(text)
+    if value > 10**MAX_STEPS_DIGITS:
+        raise argparse.ArgumentTypeError(f"expected an integer in 0..10**{MAX_STEPS_DIGITS}, got one of "
+                                         f"{len(str(value))} digits")
+    return value
 
 
 def build_parser(prog: str = "verl-ext schedule") -> argparse.ArgumentParser:
@@ -26,7 +36,7 @@ def build_parser(prog: str = "verl-ext schedule") -> argparse.ArgumentParser:
     parser.add_argument(
         "--sync-offset", type=non_negative_int, default=0, help="n: batches are consumed n steps after their push"
     )
-    parser.add_argument("--steps", type=int_in(0, MAX_STEPS), required=True, help="number of training steps T")
+    parser.add_argument("--steps", type=step_count, required=True, help="number of training steps T")
     parser.add_argument("--offline", action="store_true", help="never push weights after the initial ones")
     parser.add_argument(
         "--mini-batches", type=int_in(1, MAX_COUNT), default=None,
