@@ -1,5 +1,6 @@
 """A FIFO, a device or a link to an endless file as a config the driver reads (issue 41): the multi-turn tool config,
-the agent-loop config, the function tool file, a peft adapter's ``adapter_config.json``, a checkpoint's LoRA record.
+the agent-loop config, the function tool file, a peft adapter's ``adapter_config.json``, the local model's
+``config.json`` (read for LoRA's target modules).
 Each is refused before it is read (a regular file of bounded size, :func:`verl_ext.files.open_regular`), naming the
 key and the file -- never a hang (a FIFO blocked the driver before Ray) or a read until memory runs out (a link to
 ``/dev/zero``).
@@ -22,6 +23,7 @@ KEYS = {
     "agent-loop config": (f"{ROLLOUT}.agent.agent_loop_config_path", "loops.yaml"),
     "function tool file": (f"{ROLLOUT}.multi_turn.function_tool_path", "tools.py"),
     "adapter config": ("actor_rollout_ref.model.lora_adapter_path", "adapter"),
+    "model config": ("actor_rollout_ref.model.path", "model"),  # read for LoRA's target modules
 }
 KINDS = {
     "FIFO": ("a FIFO, not a regular file", lambda path: os.mkfifo(path)),
@@ -63,11 +65,12 @@ def outcomes(tmp_path_factory):
             folder.mkdir()
             target = folder / name
             overrides = ["actor_rollout_ref.rollout.name=cpu", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
-            if what == "adapter config":
+            if what in ("adapter config", "model config"):
                 target.mkdir()
-                make(target / "adapter_config.json")
+                inner = target / ("adapter_config.json" if what == "adapter config" else "config.json")
+                make(inner)
                 overrides += ["actor_rollout_ref.model.lora_rank=4", f"{key}={target}"]
-                named[case_name(what, kind)] = target / "adapter_config.json"
+                named[case_name(what, kind)] = inner
             else:
                 make(target)
                 overrides += [f"{key}={target}"]

@@ -114,17 +114,6 @@ def test_target_modules_the_model_has_pass_and_others_are_named(tmp_path):
         check_lora(compose_recipe(*CPU, model, f"{RANK}=128"))
 
 
-@pytest.mark.filterwarnings("ignore:Disabled critic")
-def test_a_model_config_that_is_a_fifo_is_refused_not_read(tmp_path):
-    import os
-
-    folder = tmp_path / "model"
-    folder.mkdir()
-    os.mkfifo(folder / "config.json")
-    with pytest.raises(ConfigError, match="a FIFO, not a regular file"):
-        check_lora(compose_recipe(*CPU, f"{MODEL}.path={folder}", *LORA))
-
-
 def lora_checkpoint(root, rank):
     """verl's FSDP checkpoint layout; ``rank`` > 0: with the lora_train_meta.json verl writes for a LoRA actor."""
     folder = fsdp_checkpoint(root)

@@ -83,6 +83,14 @@ FSDP_STRATEGIES = ("fsdp", "fsdp2")
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 VLLM_LORA_UTILS = "verl.workers.rollout.vllm_rollout.utils"
 MAX_ADAPTER_CONFIG_BYTES = 1024 * 1024  # peft's adapter_config.json is about 1 KB
+# beyond any model's hidden size (a rank above the layers' sizes trains nothing more than full rank)
+MAX_LORA_RANK = 1 << 16
+LORA_ALPHA = f"{MODEL}.lora_alpha"
+TARGET_MODULES = f"{MODEL}.target_modules"
+EXCLUDE_MODULES = f"{MODEL}.exclude_modules"
+ALL_LINEAR = "all-linear"  # peft's name for every linear layer but the output layer
+MODEL_PATH = f"{MODEL}.path"
+MAX_MODEL_CONFIG_BYTES = 4 * 1024 * 1024  # a model's config.json is a few KB
 
 
 def vllm_max_lora_rank(lora_rank: int) -> int:
@@ -155,15 +163,6 @@ def check_lora(config: Any) -> None:
         check_target_modules(config)
 
 
-# beyond any model's hidden size (a rank above the layers' sizes trains nothing more than full rank)
-MAX_LORA_RANK = 1 << 16
-LORA_ALPHA = f"{MODEL}.lora_alpha"
-TARGET_MODULES = f"{MODEL}.target_modules"
-EXCLUDE_MODULES = f"{MODEL}.exclude_modules"
-ALL_LINEAR = "all-linear"  # peft's name for every linear layer but the output layer
-MODEL_PATH = f"{MODEL}.path"
-MAX_MODEL_CONFIG_BYTES = 4 * 1024 * 1024  # a model's config.json is a few KB
-
 
 def check_lora_values(config: Any) -> None:
     """The LoRA keys' types and ranges (module docstring), before anything reads them; :class:`ConfigError` naming the
@@ -221,7 +220,10 @@ def local_model(config: Any) -> Optional[tuple[list[str], Optional[int]]]:
     config_file = os.path.join(folder, "config.json")
     if not os.path.isdir(folder) or not os.path.lexists(config_file):
         return None
-    open_regular(config_file, MAX_MODEL_CONFIG_BYTES, f"model config ({MODEL_PATH}'s config.json)", ConfigError).close()
+    try:  # a FIFO would block transformers' reader for ever, a link to /dev/zero never end
+        open_regular(config_file, MAX_MODEL_CONFIG_BYTES, "model config (config.json)", ConfigError).close()
+    except ConfigError as error:
+        raise ConfigError(f"{MODEL_PATH}={path!r}: {error}") from None
     try:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
