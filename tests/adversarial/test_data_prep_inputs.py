@@ -593,3 +593,18 @@ def test_a_raw_file_that_is_no_regular_file_is_refused_saying_what_it_is(raw_kin
     assert outcome["status"] == 2 and err.startswith("error: ") and "Traceback" not in err, err
     assert str(path) in err and RAW_KINDS[kind][0] in err and "no such file" not in err, err
     assert not save_dir.exists()  # refused before anything was converted or written
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "link to /dev/zero"])
+def test_a_manifest_that_is_no_regular_file_is_no_manifest(tmp_path, kind):
+    """The manifest is read with the one bounded reader: ``python -m data_prep.manifest`` says the folder is incomplete
+    (exit 1) instead of blocking on a FIFO or reading /dev/zero (a child process with a timeout: a regression fails)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "train.parquet").write_bytes(b"x")
+    RAW_KINDS[kind][1](tmp_path / MANIFEST_NAME)
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.run([sys.executable, "-m", "data_prep.manifest", str(tmp_path), "train.parquet"], cwd=repo,
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert child.returncode == 1 and f"no readable {MANIFEST_NAME}" in child.stdout, child.stdout + child.stderr
