@@ -44,6 +44,7 @@ from data_prep.raw_records import (
     OversizedInt,
     RawRecord,
     RawSplit,
+    exists_as_entry,
     load_hub_split,
     read_files,
     require_columns,
@@ -62,7 +63,7 @@ DEFAULT_TEST_SIZE = 500
 
 def find_math_file(path: Path) -> Path:
     """The math file: ``path`` itself, or the one ``math__*`` file in ``path`` or ``path/train``."""
-    if path.is_file():
+    if exists_as_entry(path):  # the raw file, whatever it is (a FIFO, a link: read_files says what)
         return path
     if not path.is_dir():
         raise DataPrepError(f"--local_dataset_path {path}: no such file or directory")

@@ -10,14 +10,13 @@ before training::
     python -m data_prep.manifest DIR train.parquet test.parquet [--dataset toolace --args "--max_train_size 5000"]
 
 exit status 0 when complete (and, with ``--dataset``, prepared with the same options), 1 otherwise with
-the reason on stdout. Importing this module is cheap (standard library only).
+the reason on stdout. Importing this module is cheap (standard library and :mod:`verl_ext.files` only).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -56,11 +55,25 @@ def manifest(dataset: str, options: dict[str, Any], files: dict[str, dict], repo
     }
 
 
+# the manifest lists a few files and the reports (a few KB); a FIFO or a link to /dev/zero is no manifest
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+
+
+class _Unreadable(Exception):
+    pass
+
+
 def read_manifest(folder: Path) -> dict | None:
-    """The folder's manifest, or None when it is absent or unreadable."""
+    """The folder's manifest, or None when it is absent, unreadable, or no regular file of bounded size (read with
+    verl-ext's one bounded reader, :func:`verl_ext.files.read_json_file`: a FIFO never blocks it)."""
+    from verl_ext.files import read_json_file
+
+    path = Path(folder) / MANIFEST_NAME
+    if not path.exists():
+        return None
     try:
-        data = json.loads((Path(folder) / MANIFEST_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json_file(path, MAX_MANIFEST_BYTES, "data_prep manifest", _Unreadable)
+    except _Unreadable:
         return None
     return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else None
 

@@ -12,6 +12,12 @@ start of a JSON or JSON Lines file is ignored. An integer too long for Python to
 digits) becomes an :class:`OversizedInt`: harmless in a field nobody reads, a counted skip where a value is
 written (it cannot be stored).
 
+**What a raw file may be.** A regular file (a link to one is fine) of at most :data:`MAX_RAW_BYTES` (a JSON file,
+read whole, at most :data:`MAX_JSON_BYTES`), checked on the open descriptor before anything is read
+(:func:`verl_ext.files.open_regular`): a FIFO would block the command for ever and a link to ``/dev/zero`` never ends,
+so either is a :class:`DataPrepError` saying what the path is ("a FIFO, not a regular file", "more than the ..."),
+never "no such file" while the path is there.
+
 **Which files are a split.** For a split ``S`` and a format ``F`` (``jsonl``, ``json``, ``parquet``) a
 folder holds the split either as one file ``S.F`` or as a complete set of shards ``S-<i>-of-<n>.F`` with
 ``<i>`` and ``<n>`` decimal numbers of at most 9 digits (the hub writes ``train-00000-of-00002.parquet``)
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -33,6 +40,21 @@ from typing import Any, Callable
 from data_prep.split_report import DataPrepError
 
 RAW_FORMATS = ("jsonl", "json", "parquet")
+MAX_RAW_BYTES = 256 * 1024**3  # read a record at a time: well beyond any dataset this reads (Guru's math file: ~0.1 GB)
+MAX_JSON_BYTES = 4 * 1024**3  # a JSON array is read whole into memory (ToolACE's data.json: ~0.05 GB)
+
+
+def open_raw(path: Path, max_bytes: int = MAX_RAW_BYTES):
+    """``path`` open for reading (binary) when it is a regular file of at most ``max_bytes``; a
+    :class:`DataPrepError` saying what it is otherwise (a FIFO, a device, too large, missing, unreadable)."""
+    from verl_ext.files import open_regular
+
+    return open_regular(path, max_bytes, "raw dataset file", DataPrepError)
+
+
+def exists_as_entry(path: Path) -> bool:
+    """Whether something other than a folder is at ``path`` (a file, a FIFO, a device, a link, even to nothing)."""
+    return os.path.lexists(path) and not path.is_dir()
 
 
 class OversizedInt:
@@ -102,10 +124,10 @@ def _files_of(directory: Path, split: str, fmt: str) -> tuple[list[Path], list[P
     pattern = _shard_pattern(split, fmt)
     shards, others = [], []
     for path in sorted(directory.glob(f"{split}[-._]*.{fmt}")):
-        if path == whole or not path.is_file():
+        if path == whole or not exists_as_entry(path):  # a FIFO or a link is the split's too: refused when read
             continue
         (shards if pattern.fullmatch(path.name) else others).append(path)
-    files = ([whole] if whole.is_file() else []) + shards
+    files = ([whole] if exists_as_entry(whole) else []) + shards
     return files, others
 
 
@@ -182,8 +204,11 @@ def read_files(name: str, files: Sequence[Path]) -> RawSplit:
     """One raw split from one file or several shards of the same format, read lazily in order."""
     files = [Path(f) for f in files]
     for path in files:
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise DataPrepError(f"{path}: no such file")
+        if path.is_symlink() and not path.exists():
+            raise DataPrepError(f"{path}: a symbolic link to nothing ({os.readlink(path)}), not a raw dataset file")
+        open_raw(path, MAX_JSON_BYTES if path.suffix.lower() == ".json" else MAX_RAW_BYTES).close()  # kind and size
     if len(files) == 1:
         return _read_file(name, files[0])
     parts = [_read_file(name, f) for f in files]
@@ -224,7 +249,7 @@ def _unreadable(path: Path, error: OSError) -> DataPrepError:
 
 def _read_jsonl(name: str, path: Path) -> RawSplit:
     try:
-        with path.open("rb") as handle:
+        with open_raw(path) as handle:
             num_records = sum(1 for number, line in enumerate(handle) if _content(line, number))
     except OSError as error:
         raise _unreadable(path, error) from None
@@ -232,7 +257,7 @@ def _read_jsonl(name: str, path: Path) -> RawSplit:
     def open_records() -> Iterator[RawRecord]:
         row = 0
         try:
-            with path.open("rb") as handle:
+            with open_raw(path) as handle:
                 for number, line in enumerate(handle):
                     content = _content(line, number)
                     if content:
@@ -270,9 +295,12 @@ def _jsonl_record(row: int, line_number: int, line: bytes) -> RawRecord:
 
 def _read_json(name: str, path: Path) -> RawSplit:
     try:
-        content = path.read_bytes()
+        with open_raw(path, MAX_JSON_BYTES) as handle:
+            content = handle.read(MAX_JSON_BYTES + 1)
     except OSError as error:
         raise _unreadable(path, error) from None
+    if len(content) > MAX_JSON_BYTES:
+        raise DataPrepError(f"{path}: more than the {MAX_JSON_BYTES} bytes a raw JSON file may have (it grew while read)")
     try:
         data = parse_json(content.decode("utf-8-sig"))
     except UnicodeDecodeError as error:

@@ -45,7 +45,7 @@ from data_prep.command import (
     write_outputs,
 )
 from data_prep.overlap import merge_by_prompt
-from data_prep.raw_records import RawRecord, RawSplit, find_split_files, load_hub_split, read_files, require_columns
+from data_prep.raw_records import RawRecord, RawSplit, exists_as_entry, find_split_files, load_hub_split, read_files, require_columns
 from data_prep.split_report import INVALID_UNICODE, MalformedRecord, SplitReport, is_valid_unicode, text_field
 from data_prep.tool_call_syntax import CallSyntaxError, looks_like_call_list, parse_call_list
 from data_prep.verl_rows import rl_row, storage_problem
@@ -224,7 +224,8 @@ def load_raw(local_dataset_path: str | None) -> RawSplit:
     if local_dataset_path is None:
         return load_hub_split(HUB_NAME, "train")
     path = Path(local_dataset_path).expanduser()
-    return read_files("train", [path] if path.is_file() else find_split_files(path, "data"))
+    # a path that is there and no folder is the raw file, whatever it is (a FIFO, a link: read_files says what)
+    return read_files("train", [path] if exists_as_entry(path) else find_split_files(path, "data"))
 
 
 def cap_train_size(train: list[dict[str, Any]], max_train_size: int | None, seed: int) -> list[dict[str, Any]]:

@@ -9,9 +9,11 @@ file behind (but for a kill, which leaves a hidden ``.<name>.*.tmp``). A reader 
 :func:`open_regular` / :func:`read_bounded`: a file read back must be a regular file (a FIFO would block the
 reader for ever, a link to ``/dev/zero`` or ``/dev/urandom`` never ends) no larger than the caller's bound,
 checked on the open descriptor (no race between the check and the read); otherwise the caller's error type,
-naming the file. Callers: the metrics reader (:mod:`verl_ext.metrics_file`), the run description
-(:mod:`verl_ext.run_description`), the delayed_sync checkpoint state
-(:mod:`verl_ext.staleness.checkpoint_state`), ``verl-ext plot``'s PNG.
+naming the file. :func:`read_json_file` and :func:`read_yaml_file` read a whole JSON or YAML file that way, the one
+reader of the configs, adapters and summaries verl-ext reads (a multi-turn tool config, an agent-loop config, a peft
+adapter's config, a checkpoint's records). Callers: the metrics reader (:mod:`verl_ext.metrics_file`), the run
+description (:mod:`verl_ext.run_description`), the delayed_sync checkpoint state
+(:mod:`verl_ext.staleness.checkpoint_state`), the driver's checks (:mod:`verl_ext.checks`), ``verl-ext plot``'s PNG.
 """
 
 from __future__ import annotations
@@ -169,3 +171,27 @@ def check_output_place(path: str | os.PathLike, what: str, error: type[Exception
     if not os.access(nearest, os.W_OK | os.X_OK):
         raise error(f"{path}: {nearest} is not writable: the {what} cannot be written there")
     return path
+
+
+def read_json_file(path: str | os.PathLike, max_bytes: int, what: str, error: type[Exception]):
+    """The JSON value in the regular file ``path`` of at most ``max_bytes`` (:func:`read_bounded`, :func:`parse_json`);
+    ``error`` naming the file and ``what`` it should be otherwise."""
+    return parse_json(read_bounded(path, max_bytes, what, error), path, error)
+
+
+def read_yaml_file(path: str | os.PathLike, max_bytes: int, what: str, error: type[Exception]):
+    """The YAML document in the regular file ``path`` of at most ``max_bytes``, as plain containers (OmegaConf's YAML
+    loader, interpolations resolved as verl resolves them); ``error`` naming the file otherwise."""
+    from omegaconf import OmegaConf
+
+    content = read_bounded(path, max_bytes, what, error)
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text: not the {what}") from None
+    try:
+        loaded = OmegaConf.create(text)
+        return OmegaConf.to_container(loaded, resolve=True)
+    except Exception as problem:  # YAML syntax, an interpolation that does not resolve, a scalar document
+        raise error(f"{path}: not readable YAML ({type(problem).__name__}: {str(problem).strip()[:300]}): not the "
+                    f"{what}") from None

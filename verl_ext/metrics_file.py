@@ -20,7 +20,10 @@ benchmarks:
   (:attr:`MetricsFile.skipped_lines`) so that the caller can say so; a complete last line is checked like
   any other;
 - metric values are kept as written; :meth:`MetricsFile.series` keeps the numbers among them (strings,
-  lists and ``null`` -- verl's NaN -- are left out) as floats;
+  lists and ``null`` -- verl's NaN -- are left out) as floats, and :meth:`MetricsFile.not_numbers` lists what it left
+  out, so that a caller says so (``verl-ext plot`` counts them per run) instead of dropping a step without a word;
+- a step is an integer of at most :data:`MAX_STEP` in size (a float holds every integer up to it: the plot's axis, a
+  mean over steps); one beyond it (``10**400`` is valid JSON) is an error naming the file and the line;
 - the file must be a regular file of at most :data:`MAX_BYTES` (a FIFO would block the reader, a link to
   ``/dev/zero`` would never end: :func:`verl_ext.files.open_regular`), read a line at a time.
 """
@@ -39,6 +42,7 @@ from verl_ext.files import open_regular
 
 # A verl record is a few KB (hundreds of metrics): 512 MiB is some 100,000 steps; more is not a metrics file
 MAX_BYTES = 512 * 1024 * 1024
+MAX_STEP = 2**53  # the largest integer up to which a float holds every integer
 
 
 class MetricsFileError(ValueError):
@@ -57,6 +61,16 @@ class MetricsFile:
     path: Path
     steps: list[dict[str, Any]]  # [{"step": 1, metric: value, ...}, ...] in step order
     skipped_lines: int = 0  # 1 when the last line was a write cut short, else 0
+
+    def not_numbers(self) -> dict[str, list[tuple[int, Any]]]:
+        """``{metric: [(step, value), ...]}`` of the values :meth:`series` leaves out (not numbers: ``null``, verl's
+        NaN; a string, a list, true or false), in step order."""
+        out: dict[str, list[tuple[int, Any]]] = {}
+        for record in self.steps:
+            for name, value in record.items():
+                if name != "step" and not _is_number(value):
+                    out.setdefault(name, []).append((record["step"], value))
+        return out
 
     def series(self) -> dict[str, dict[int, float]]:
         """``{metric: {step: value}}`` of the numeric values (``bool`` is not a number here)."""
@@ -114,6 +128,10 @@ def _checked_record(record: Any, path: Path, number: int) -> tuple[int, dict[str
     step, data = record["step"], record["data"]
     if isinstance(step, bool) or not isinstance(step, int):
         raise MetricsFileError(f"{where}, field 'step': expected an integer, got {step!r}")
+    if not -MAX_STEP <= step <= MAX_STEP:
+        digits = len(str(abs(step)))
+        raise MetricsFileError(f"{where}, field 'step': an integer of {digits} digits, beyond the {MAX_STEP} a step may "
+                               "be (a float, which the plot's axis uses, holds every integer only up to it)")
     if not isinstance(data, dict):
         raise MetricsFileError(f"{where}, field 'data': expected an object, got {type(data).__name__}")
     if "step" in data:

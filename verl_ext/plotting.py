@@ -62,6 +62,9 @@ from verl_ext.run_description import SUFFIX as DESCRIPTION_SUFFIX
 from verl_ext.run_description import read_run_description
 
 REWARD_WINDOW = 3
+# the largest value drawn: matplotlib's axis arithmetic (a range, its ticks) and the running average overflow near the
+# float limit (1.8e308), with an error that names neither file nor metric
+PLOT_LIMIT = 1e300
 PART_SUFFIX = re.compile(r"^(?P<run>.+)\.part(?P<part>\d+)$")
 
 
@@ -102,6 +105,8 @@ class Run:
     files: list[Path] = field(default_factory=list)
     metrics: dict[str, dict[int, float]] = field(default_factory=dict)
     skipped_lines: int = 0  # last lines cut short (a run killed mid-write), one at most per file
+    # values that are not numbers (null: verl's NaN, a string, ...): {metric: [(step, value), ...]}, left out of the curves
+    not_numbers: dict[str, list] = field(default_factory=dict)
 
     def series(self, metric: str) -> tuple[list[int], list[float]]:
         points = sorted(self.metrics.get(metric, {}).items())
@@ -143,6 +148,8 @@ def load_runs(files: Sequence[Path]) -> list[Run]:
             part = read_metrics_file(path)
             for metric, points in part.series().items():
                 run.metrics.setdefault(metric, {}).update(points)  # a later part wins on a repeated step
+            for metric, values in part.not_numbers().items():
+                run.not_numbers.setdefault(metric, []).extend(values)
             run.skipped_lines += part.skipped_lines
             run.files.append(path)
         description = folder / f"{name}{DESCRIPTION_SUFFIX}"
@@ -187,6 +194,39 @@ def panel_series(run: Run, panel: Panel, window: int) -> tuple[list[int], list[f
                 values = running_average(values, window)
             return steps, values, metric
     return [], [], None
+
+
+def panel_metrics(run: Run, panel: Panel) -> list[str]:
+    """The metrics of ``run`` that ``panel`` draws (several for the eval panel, one data source each)."""
+    if panel.name == "eval":
+        return eval_series(run)[2]
+    return next(([metric] for metric in panel.metrics if run.metrics.get(metric)), [])
+
+
+def check_plottable(runs: Sequence[Run], panels: Sequence[str]) -> None:
+    """ValueError naming the file, the metric and the step of a value the panels would draw that is beyond
+    :data:`PLOT_LIMIT` in size (or infinite)."""
+    for run in runs:
+        for name in panels:
+            for metric in panel_metrics(run, PANELS[name]) if name in PANELS else []:
+                for step, value in sorted(run.metrics[metric].items()):
+                    if not abs(value) <= PLOT_LIMIT and value == value:  # nan is a gap in the curve, drawn as such
+                        files = ", ".join(str(path) for path in run.files)
+                        raise ValueError(f"{files}: metric {metric!r} at step {step} is {value!r}, beyond the "
+                                         f"{PLOT_LIMIT:g} a plot can draw (its axis arithmetic overflows near the float "
+                                         "limit): not a value a run logs; fix or remove that line")
+
+
+def not_numbers_note(run: Run, examples: int = 3) -> str:
+    """``left out N value(s) that are not numbers (metric at step s: null, ...)``, or "" when there were none."""
+    items = [(step, metric, value) for metric, values in run.not_numbers.items() for step, value in values]
+    if not items:
+        return ""
+    items.sort(key=lambda item: (item[0], item[1]))
+    shown = ", ".join(f"{metric} at step {step}: {'null' if value is None else repr(value)[:40]}"
+                      for step, metric, value in items[:examples])
+    more = f", and {len(items) - examples} more" if len(items) > examples else ""
+    return f"left out {len(items)} value(s) that are not numbers ({shown}{more}; null is verl's NaN)"
 
 
 def logged_panels(runs: Sequence[Run], window: int = REWARD_WINDOW) -> tuple[list[str], list[str]]:
@@ -267,6 +307,7 @@ def plot_runs(files: Sequence[Path], target: Path, panels: Optional[Sequence[str
         panels, not_logged = logged_panels(runs, window)
     else:
         panels, not_logged = list(panels), []
+    check_plottable(runs, panels)
     figure = build_figure(runs, panels, window, title=title)
     try:
         write_whole(target, lambda file: figure.savefig(file, format="png", dpi=110))
@@ -329,6 +370,8 @@ def plot_main(argv: Optional[Sequence[str]] = None) -> int:
                     note += f"; not logged: {', '.join(missing)}"
                 if run.skipped_lines:
                     note += f"; skipped {run.skipped_lines} unreadable last line(s)"
+                if run.not_numbers:
+                    note += f"; {not_numbers_note(run)}"
                 print(note)
     except (MetricsFileError, OSError, ValueError) as error:  # OSError: --out is a file, no permission, ...
         print(f"verl-ext plot: error: {error}", file=sys.stderr)

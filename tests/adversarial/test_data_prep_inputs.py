@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from data_prep.manifest import MANIFEST_NAME
+from data_prep.raw_records import MAX_JSON_BYTES
 
 SURROGATE = "\ud83d"
 DEEP = 100_000  # nesting levels
@@ -528,3 +530,81 @@ def test_call_parser_raises_only_its_own_error(text):
     except CallSyntaxError:
         return
     json.dumps(calls, allow_nan=False)  # whatever it returns is JSON
+
+
+# --- a raw file that is no regular file (issue 41): refused with what it is, not "no such file" -------------------
+
+RAW_KINDS = {
+    "FIFO": ("a FIFO, not a regular file", lambda path: os.mkfifo(path)),
+    "link to /dev/zero": ("a character device, not a regular file", lambda path: os.symlink("/dev/zero", path)),
+    "link to nothing": ("a symbolic link to nothing", lambda path: os.symlink(path.parent / "gone.json", path)),
+    "sparse file beyond the bound": ("more than the", lambda path: open(path, "wb").truncate(MAX_JSON_BYTES + 1)),
+}
+# (dataset, the raw path given, the file the command reads): the file itself, or the file inside the folder given
+RAW_PLACES = {
+    "toolace file": ("toolace", "data.json", "data.json"),
+    "toolace folder": ("toolace", ".", "data.json"),
+    "guru file": ("guru", "math__combined.json", "math__combined.json"),
+    "guru folder": ("guru", ".", "math__combined.json"),
+}
+RAW_CHILD = """
+import contextlib, io, json, sys
+for case, dataset, raw, save in json.loads(sys.argv[1]):
+    module = __import__(f"data_prep.{dataset}", fromlist=["main"])
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        status = module.main(["--local_save_dir", save, "--local_dataset_path", raw, "--test_size", "1"])
+    print(json.dumps({"case": case, "status": status, "err": err.getvalue()}), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def raw_kind_outcomes(tmp_path_factory):
+    """{case: (outcome, the file named, the save folder)}: every (place, kind) run in one child process with a timeout
+    (a regression would block on the FIFO or read /dev/zero until memory runs out)."""
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("raw_kinds")
+    cases, named = [], {}
+    for place, (dataset, given, file_name) in RAW_PLACES.items():
+        for kind, (_, make) in RAW_KINDS.items():
+            case = f"{place}, {kind}"
+            folder = root / f"{len(cases)}"
+            folder.mkdir()
+            make(folder / file_name)
+            named[case] = (folder / file_name, root / f"save{len(cases)}")
+            cases.append((case, dataset, str(folder / given), str(named[case][1])))
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.run([sys.executable, "-c", RAW_CHILD, json.dumps(cases)], cwd=repo, capture_output=True,
+                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)},
+                           preexec_fn=lambda: __import__("resource").setrlimit(
+                               __import__("resource").RLIMIT_AS, (4 * 2**30, 4 * 2**30)))
+    lines = [json.loads(text) for text in child.stdout.splitlines() if text.startswith("{")]
+    assert child.returncode == 0 and len(lines) == len(cases), child.stdout[-2000:] + child.stderr[-3000:]
+    return {line["case"]: (line, *named[line["case"]]) for line in lines}
+
+
+@pytest.mark.parametrize("kind", sorted(RAW_KINDS))
+@pytest.mark.parametrize("place", sorted(RAW_PLACES))
+def test_a_raw_file_that_is_no_regular_file_is_refused_saying_what_it_is(raw_kind_outcomes, place, kind):
+    outcome, path, save_dir = raw_kind_outcomes[f"{place}, {kind}"]
+    err = outcome["err"]
+    assert outcome["status"] == 2 and err.startswith("error: ") and "Traceback" not in err, err
+    assert str(path) in err and RAW_KINDS[kind][0] in err and "no such file" not in err, err
+    assert not save_dir.exists()  # refused before anything was converted or written
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "link to /dev/zero"])
+def test_a_manifest_that_is_no_regular_file_is_no_manifest(tmp_path, kind):
+    """The manifest is read with the one bounded reader: ``python -m data_prep.manifest`` says the folder is incomplete
+    (exit 1) instead of blocking on a FIFO or reading /dev/zero (a child process with a timeout: a regression fails)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "train.parquet").write_bytes(b"x")
+    RAW_KINDS[kind][1](tmp_path / MANIFEST_NAME)
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.run([sys.executable, "-m", "data_prep.manifest", str(tmp_path), "train.parquet"], cwd=repo,
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert child.returncode == 1 and f"no readable {MANIFEST_NAME}" in child.stdout, child.stdout + child.stderr

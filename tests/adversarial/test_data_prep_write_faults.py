@@ -198,3 +198,90 @@ def test_an_os_error_no_step_expected_is_an_error_line_naming_the_file(tmp_path,
     status, err = prepare(tmp_path / "save", tmp_path / "raw", capsys)
     assert_clean_error(status, err, f"error: {tmp_path / 'raw'}/train.jsonl: Permission denied")
     assert not (tmp_path / "save").exists()
+
+
+# issue 41 (still open from the second round): the ToolACE and Guru preprocessors, whose manifest write hit a full disk.
+FIXTURES = REPO / "tests" / "fixtures" / "datasets"
+TOOL_AND_GURU = {"toolace": FIXTURES / "toolace", "guru": FIXTURES / "guru" / "math_rows.json"}
+
+
+def prepare_dataset(dataset: str, save_dir: Path, *flags: str) -> int:
+    import importlib
+
+    module = importlib.import_module(f"data_prep.{dataset}")
+    return module.main(["--local_save_dir", str(save_dir), "--local_dataset_path", str(TOOL_AND_GURU[dataset]),
+                        "--test_size", "1", *flags])
+
+
+@pytest.mark.parametrize("dataset", sorted(TOOL_AND_GURU))
+def test_toolace_and_guru_stop_on_a_full_disk_at_the_manifest(tmp_path, capsys, monkeypatch, dataset):
+    save_dir = tmp_path / "save"
+    assert prepare_dataset(dataset, save_dir) == 0
+    capsys.readouterr()
+    before = snapshot(save_dir)
+    real_write = os.write
+
+    def write(descriptor, data):
+        if opened_file(descriptor).endswith(MANIFEST_NAME):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(descriptor, data)
+
+    monkeypatch.setattr(os, "write", write)
+    status = prepare_dataset(dataset, save_dir, "--seed", "7")  # other rows: a real replacement
+    assert_clean_error(status, capsys.readouterr().err, f"cannot write {MANIFEST_NAME} (No space left on device)",
+                       "the previous output there is unchanged")
+    assert snapshot(save_dir) == before and not list(save_dir.glob(f"{PARTIAL_PREFIX}*"))
+
+
+# in a user namespace: a 1 MiB tmpfs, a complete output prepared there, then for each amount of free space left (in
+# 4 KiB pages, a filler file taking the rest) the same command with other rows; per amount: exit status, stderr, and
+# whether every file of the save folder is byte for byte as before
+FULL_DISK = r"""
+set -e
+mount -t tmpfs -o size=1m tmpfs "$1"
+cd "$2"
+"$3" -m data_prep.{dataset} --local_save_dir "$1/save" --local_dataset_path "$4" --test_size 2 >/dev/null 2>&1
+before=$(sha256sum "$1"/save/*)
+for pages in 2 3 4 5 6; do
+    avail=$(df -B1 --output=avail "$1" | tail -1)
+    head -c $((avail - pages * 4096)) /dev/zero > "$1/filler" || true
+    status=0
+    "$3" -m data_prep.{dataset} --local_save_dir "$1/save" --local_dataset_path "$4" --test_size 2 --seed 3 \
+        >/dev/null 2>"$1/../err$pages" || status=$?
+    same=no
+    [ "$(sha256sum "$1"/save/*)" = "$before" ] && same=yes
+    echo "$pages $status $same"
+    rm -f "$1/filler"
+    [ "$status" = 0 ] && break
+done
+"""
+
+
+@pytest.mark.parametrize("dataset", sorted(TOOL_AND_GURU))
+def test_a_real_full_disk_while_the_manifest_is_written(tmp_path, dataset):
+    """On a real small file system (tmpfs in a user namespace: no privilege needed) with room for the new parquet files
+    but not the manifest (and with less room, and more): exit 2, ``error: ...`` naming the file that did not fit, the
+    previous output byte for byte as it was. Skipped where user namespaces are not allowed."""
+    import shutil as shell_tools
+
+    if shell_tools.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"]).returncode != 0:
+        pytest.skip("no user namespaces here (unshare -rm): a real full disk cannot be made without privileges")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    child = subprocess.run(["unshare", "-rm", "sh", "-c", FULL_DISK.format(dataset=dataset), "sh", str(mount),
+                            str(REPO), sys.executable, str(TOOL_AND_GURU[dataset])], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert child.returncode == 0, child.stdout + child.stderr
+    failed_at = set()
+    for line in child.stdout.split("\n"):
+        if not line.strip():
+            continue
+        pages, status, same = line.split()
+        err = (tmp_path / f"err{pages}").read_text()
+        if status == "0":
+            continue  # room for the whole new output
+        assert status == "2" and err.startswith("error: ") and "Traceback" not in err, (line, err)
+        assert "No space left on device" in err and "the previous output there is unchanged" in err, err
+        assert same == "yes", f"{pages} pages free: the previous output changed"
+        failed_at.add(MANIFEST_NAME if f"cannot write {MANIFEST_NAME}" in err else "a parquet file")
+    assert MANIFEST_NAME in failed_at, f"no amount of free space stopped the manifest alone: {child.stdout}"

@@ -64,3 +64,53 @@ def test_the_lab_log_is_appended_to_and_never_written_through_a_link(tmp_path, t
         with output_to(linked):
             print("this lab")
     assert theirs.read_text() == THEIRS
+
+
+# issue 41: an --out that is a link to nothing was followed (its target created), one below a file passed the checks
+# and crashed later; both are refused by the one output-folder rule (verl_ext.runs.outputs.output_folder) before any
+# work: no assets built, nothing written, no child started.
+def bad_out(tmp_path, kind):
+    if kind == "link to nothing":
+        out = tmp_path / "out"
+        out.symlink_to(tmp_path / "elsewhere" / "target")
+        return out, "is a symbolic link to nothing"
+    (tmp_path / "a_file").write_text("mine\n")
+    return tmp_path / "a_file" / "out", "which is a file"
+
+
+@pytest.mark.parametrize("kind", ["link to nothing", "below a file"])
+def test_the_quickstart_refuses_a_bad_out_before_any_work(tmp_path, capsys, monkeypatch, kind):
+    from verl_ext.cpu import quickstart
+    from verl_ext.runs.launch import ChildProcess
+    from verl_ext.tiny import assets
+
+    monkeypatch.setattr(ChildProcess, "execute", lambda *args: pytest.fail("a child was started"))
+    monkeypatch.setattr(assets, "build_tiny_assets", lambda *args, **kwargs: pytest.fail("assets were built"))
+    out, words = bad_out(tmp_path, kind)
+    status = quickstart.main(["--steps", "2", "--out", str(out), "--assets", str(tmp_path / "assets")])
+    err = capsys.readouterr().err
+    assert status == 2 and "error:" in err and str(out) in err and words in err and "Traceback" not in err, err
+    assert not (tmp_path / "elsewhere").exists() and not (tmp_path / "assets").exists()
+
+
+@pytest.mark.parametrize("kind", ["link to nothing", "below a file"])
+def test_the_lab_refuses_a_bad_out_before_any_work(tmp_path, capsys, kind):
+    from verl_ext.lab.cli import lab_main
+
+    out, words = bad_out(tmp_path, kind)
+    status = lab_main(["--out", str(out), "--assets", str(tmp_path / "assets"), "--steps", "2"])
+    err = capsys.readouterr().err
+    assert status == 2 and "verl-ext lab: error:" in err and str(out) in err and words in err, err
+    assert not (tmp_path / "elsewhere").exists() and not (tmp_path / "assets").exists()
+
+
+@pytest.mark.parametrize("kind", ["link to nothing", "below a file"])
+def test_every_outputs_root_gets_the_rule(tmp_path, kind):
+    """Outputs (the GPU plan, the benchmarks, the smoke runs, the lab's runner build one) refuses it when made."""
+    from verl_ext.runs.outputs import OutputFolderError, Outputs
+
+    out, words = bad_out(tmp_path, kind)
+    with pytest.raises(OutputFolderError, match=words):
+        Outputs(out)
+    Outputs(tmp_path / "fresh" / "folder")  # a folder that can be made is fine (nothing made yet)
+    assert not (tmp_path / "fresh").exists()

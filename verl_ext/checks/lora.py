@@ -31,12 +31,21 @@ verl's trainer (``ref_in_actor``) and the vLLM server read ``model.lora.rank``, 
 - **vLLM's largest LoRA rank** (512): verl checks it only when vLLM imports; here it is checked on any machine, and the
   dry run of a GPU config on a machine without vLLM runs verl's own check with this rule
   (:func:`vllm_lora_rank_without_vllm`).
+- **Values of the wrong type or range** (:func:`check_lora_values`, first): ``lora_rank`` and ``lora.rank`` integers
+  >= 0 (not 1.5, ``abc`` or true) up to :data:`MAX_LORA_RANK`, and with a local model no larger than its
+  ``hidden_size`` (a rank above it trains nothing more than full rank); ``lora_alpha`` a finite number > 0 (0 scales
+  the adapter away, nan poisons every weight); ``target_modules`` ``all-linear``, a regular expression or a non-empty
+  list of module names, ``exclude_modules`` null, a regular expression or a list of names.
+- **Target modules the model does not have** (:func:`check_target_modules`): with a local model folder, the model is
+  built on the meta device from its ``config.json`` (no weights read) and every name of ``target_modules`` and
+  ``exclude_modules`` must name one of its modules as peft matches them (the name or a ``.name`` suffix; a regular
+  expression: a full match). peft refuses only when no target matches at all (inside Ray, after a minute), and
+  otherwise trains fewer modules than asked without a word.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 import types
@@ -45,7 +54,8 @@ from typing import Any, Iterator, Optional
 
 from omegaconf import OmegaConf
 
-from verl_ext.config_values import ConfigError, reject
+from verl_ext.config_values import ConfigError, is_finite_number, is_int, reject
+from verl_ext.files import read_json_file
 
 MODEL = "actor_rollout_ref.model"
 LORA_RANK = f"{MODEL}.lora_rank"
@@ -72,6 +82,15 @@ FSDP_STRATEGIES = ("fsdp", "fsdp2")
 # vLLM's MaxLoRARanks, as verl 0.9.1 falls back to when vLLM does not say (vllm_rollout/utils.py: get_vllm_max_lora_rank)
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 VLLM_LORA_UTILS = "verl.workers.rollout.vllm_rollout.utils"
+MAX_ADAPTER_CONFIG_BYTES = 1024 * 1024  # peft's adapter_config.json is about 1 KB
+# beyond any model's hidden size (a rank above the layers' sizes trains nothing more than full rank)
+MAX_LORA_RANK = 1 << 16
+LORA_ALPHA = f"{MODEL}.lora_alpha"
+TARGET_MODULES = f"{MODEL}.target_modules"
+EXCLUDE_MODULES = f"{MODEL}.exclude_modules"
+ALL_LINEAR = "all-linear"  # peft's name for every linear layer but the output layer
+MODEL_PATH = f"{MODEL}.path"
+MAX_MODEL_CONFIG_BYTES = 4 * 1024 * 1024  # a model's config.json is a few KB
 
 
 def vllm_max_lora_rank(lora_rank: int) -> int:
@@ -88,8 +107,17 @@ def _value(config: Any, key: str, default: Any = None) -> Any:
 
 
 def lora_ranks(config: Any) -> tuple[int, int]:
-    """(``model.lora_rank``, ``model.lora.rank``) as integers (0 when unset)."""
-    return int(_value(config, LORA_RANK, 0) or 0), int(_value(config, LORA_DICT_RANK, 0) or 0)
+    """(``model.lora_rank``, ``model.lora.rank``) as integers (0 when unset); :class:`ConfigError` naming the key for
+    a value that is no rank (:func:`check_lora_values` says what is allowed)."""
+    ranks = []
+    for key in (LORA_RANK, LORA_DICT_RANK):
+        value = _value(config, key, 0)
+        if value is None:
+            value = 0
+        if not is_int(value) or value < 0:
+            reject(key, value, f"an integer >= 0 (0: no LoRA; at most {MAX_LORA_RANK})", "The rank of the LoRA adapter.")
+        ranks.append(value)
+    return ranks[0], ranks[1]
 
 
 def lora_adapter_pushes(config: Any) -> bool:
@@ -100,6 +128,7 @@ def lora_adapter_pushes(config: Any) -> bool:
 
 def check_lora(config: Any) -> None:
     """Raise :class:`ConfigError` on the first LoRA setting verl would ignore or fail on inside Ray (module docstring)."""
+    check_lora_values(config)
     rank, dict_rank = lora_ranks(config)
     strategy = _value(config, STRATEGY, "fsdp")
     merge = bool(_value(config, MERGE, False))
@@ -130,6 +159,125 @@ def check_lora(config: Any) -> None:
     elif _value(config, FULLY_SHARDED, False):
         reject(FULLY_SHARDED, True, f"false with {MERGE}=true", "Merged weights need no LoRA slot in vLLM.")
     _check_adapter_path(config, rank)
+    if strategy in FSDP_STRATEGIES and rank > 0 and _value(config, ADAPTER_PATH) is None:
+        check_target_modules(config)
+
+
+
+def check_lora_values(config: Any) -> None:
+    """The LoRA keys' types and ranges (module docstring), before anything reads them; :class:`ConfigError` naming the
+    key and what it accepts."""
+    rank, dict_rank = lora_ranks(config)
+    for key, value in ((LORA_RANK, rank), (LORA_DICT_RANK, dict_rank)):
+        if value > MAX_LORA_RANK:
+            reject(key, value, f"an integer in 0..{MAX_LORA_RANK} (0: no LoRA)",
+                   "A LoRA rank above a layer's size trains nothing more than full rank; this one would only use memory.")
+    alpha = _value(config, LORA_ALPHA, 16)
+    if not is_finite_number(alpha) or alpha <= 0:
+        reject(LORA_ALPHA, alpha, "a finite number > 0", "peft scales the adapter's update by lora_alpha / lora_rank: "
+               "0 trains an adapter that changes nothing, nan or inf makes every weight nan.")
+    _check_module_names(TARGET_MODULES, _value(config, TARGET_MODULES, ALL_LINEAR), allow_null=True, allow_empty=False)
+    _check_module_names(EXCLUDE_MODULES, _value(config, EXCLUDE_MODULES), allow_null=True, allow_empty=True)
+
+
+def _check_module_names(key: str, value: Any, allow_null: bool, allow_empty: bool) -> None:
+    import re
+
+    allowed = (f"'{ALL_LINEAR}', a regular expression of module names or a{'' if allow_empty else ' non-empty'} list of "
+               "module names (q_proj, v_proj, ...)" + (", or null" if allow_null else ""))
+    if value is None and allow_null:
+        return
+    if isinstance(value, str):
+        if not value.strip():
+            reject(key, value, allowed, "An empty name matches no module.")
+        if value == ALL_LINEAR:
+            return
+        try:
+            re.compile(value)
+        except re.error as error:
+            reject(key, value, allowed, f"peft reads a string as a regular expression, and this one does not compile "
+                   f"({error}).")
+        return
+    if not isinstance(value, list) or (not value and not allow_empty):
+        reject(key, value, allowed, "An empty list adapts no module: peft fails on it inside Ray."
+               if isinstance(value, list) else "")
+    for name in value:
+        if not isinstance(name, str) or not name.strip():
+            reject(key, value, allowed, f"{name!r} is not a module name.")
+
+
+def local_model(config: Any) -> Optional[tuple[list[str], Optional[int]]]:
+    """(the names of its modules, its ``hidden_size``) of the model at ``actor_rollout_ref.model.path`` (a local
+    folder), built on the meta device from its ``config.json`` (no weights read, nothing allocated); None when the
+    path is not a local model folder or the model cannot be built here (a hub name: verl downloads it in the workers;
+    custom code). A ``config.json`` that is not a regular file of bounded size is a :class:`ConfigError`."""
+    from verl_ext.files import open_regular
+
+    path = _value(config, MODEL_PATH)
+    if not isinstance(path, str) or "://" in path:
+        return None
+    folder = os.path.expanduser(path)
+    config_file = os.path.join(folder, "config.json")
+    if not os.path.isdir(folder) or not os.path.lexists(config_file):
+        return None
+    try:  # a FIFO would block transformers' reader for ever, a link to /dev/zero never end
+        open_regular(config_file, MAX_MODEL_CONFIG_BYTES, "model config (config.json)", ConfigError).close()
+    except ConfigError as error:
+        raise ConfigError(f"{MODEL_PATH}={path!r}: {error}") from None
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        trust = bool(_value(config, f"{MODEL}.trust_remote_code", False))
+        hf_config = AutoConfig.from_pretrained(folder, trust_remote_code=trust)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(hf_config, trust_remote_code=trust)
+    except Exception:  # not a causal LM transformers builds here (a vision model, custom code): verl decides
+        return None
+    hidden = getattr(hf_config, "hidden_size", None)
+    return [name for name, _ in model.named_modules() if name], hidden if is_int(hidden) else None
+
+
+def _matches(module: str, names: list[str]) -> bool:
+    """Whether peft's rule for a name in a list (the whole name, or its last dotted parts) matches one of ``names``."""
+    return any(name == module or name.endswith(f".{module}") for name in names)
+
+
+def check_target_modules(config: Any) -> None:
+    """Every name of ``target_modules`` and ``exclude_modules`` names a module of the local model, and ``lora_rank``
+    is at most its ``hidden_size`` (module docstring)."""
+    import re
+
+    model = local_model(config)
+    if model is None:
+        return
+    names, hidden = model
+    path = _value(config, MODEL_PATH)
+    rank = lora_ranks(config)[0]
+    if hidden is not None and rank > hidden:
+        reject(LORA_RANK, rank, f"an integer in 1..{hidden} (the hidden_size of the model at {path})",
+               "A rank above the layers' sizes trains nothing more than full rank, and costs memory for it.")
+    for key, default in ((TARGET_MODULES, ALL_LINEAR), (EXCLUDE_MODULES, None)):
+        value = _value(config, key, default)
+        if value is None or value == ALL_LINEAR:
+            continue
+        if isinstance(value, str):
+            if not any(re.fullmatch(value, name) for name in names):
+                reject(key, value, f"a regular expression matching whole module names of the model at {path} (e.g. "
+                       f"{_examples(names)})", "peft matches the whole name against it; this one matches none.")
+            continue
+        missing = [name for name in value if not _matches(name, names)]
+        if missing:
+            reject(key, value, f"names of modules of the model at {path} ({_examples(names)}, ...)",
+                   f"The model has no module named {', '.join(map(repr, missing))}: "
+                   + ("peft would fail inside Ray, or adapt fewer modules than asked without a word."
+                      if key == TARGET_MODULES else "peft would ignore it without a word."))
+
+
+def _examples(names: list[str]) -> str:
+    """The distinct last parts of the model's module names, in order (q_proj, k_proj, ...), a few of them."""
+    leaves = list(dict.fromkeys(name.rpartition(".")[2] for name in names if not name.rpartition(".")[2].isdigit()))
+    return ", ".join(leaves[:12])
 
 
 def _refuse_lora_keys_without_lora(config: Any) -> None:
@@ -184,11 +332,10 @@ def _check_adapter_path(config: Any, rank: int) -> None:
         return
     config_file = os.path.join(os.path.expanduser(path), "adapter_config.json")
     try:
-        with open(config_file, encoding="utf-8") as file:
-            adapter = json.load(file)
-    except (OSError, ValueError) as error:
-        raise ConfigError(f"{ADAPTER_PATH}={path!r}: cannot read {config_file} ({type(error).__name__}: {error}); "
-                          "a peft adapter folder holds adapter_config.json") from error
+        adapter = read_json_file(config_file, MAX_ADAPTER_CONFIG_BYTES, "peft adapter config (adapter_config.json)",
+                                 ConfigError)
+    except ConfigError as error:
+        raise ConfigError(f"{ADAPTER_PATH}={path!r}: {error}; a peft adapter folder holds adapter_config.json") from None
     adapter_rank = adapter.get("r") if isinstance(adapter, dict) else None
     if adapter_rank != rank:
         reject(LORA_RANK, rank, f"the adapter's r ({adapter_rank!r}, {config_file})",

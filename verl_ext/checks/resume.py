@@ -22,7 +22,11 @@ here, with a :class:`~verl_ext.config_values.ConfigError` naming the key or the 
   x ``trainer.n_gpus_per_node``: the message names the folder, the world size it was saved with and the one
   asked for;
 - a part of the checkpoint the run loads (``actor/``, ``critic/`` with a critic) that is missing, or a shard of
-  the run's world size missing from it (a checkpoint copied in part).
+  the run's world size missing from it (a checkpoint copied in part);
+- an actor saved with another LoRA rank, or with LoRA switched on or off: verl's ``FSDPCheckpointManager`` writes
+  ``lora_train_meta.json`` (the adapter's ``r``) beside ``fsdp_config.json`` whenever the actor trains an adapter,
+  and the resumed run's shards must hold the parameters of its own ``actor_rollout_ref.model.lora_rank`` (verl would
+  fail loading them inside Ray, on a size or a name that does not match).
 
 Checkpoints of other strategies (Megatron's distributed checkpoints) are not read here. The ``delayed_sync``
 trainer's own file in the folder is checked by :mod:`verl_ext.staleness.checkpoint_state`, which asks
@@ -48,6 +52,8 @@ RESUME_MODES = ("disable", "auto", "resume_path")
 TRACKER_FILE = "latest_checkpointed_iteration.txt"  # verl's get_checkpoint_tracker_filename
 STEP_FOLDER = "global_step_"
 FSDP_CONFIG = "fsdp_config.json"
+LORA_META = "lora_train_meta.json"  # verl's FSDPCheckpointManager._save_lora_train_meta: {"r", "lora_alpha", ...}
+LORA_RANK = "actor_rollout_ref.model.lora_rank"
 FSDP_STRATEGIES = ("fsdp", "fsdp2")
 # checkpoint.load_contents item -> the per-rank file verl's FSDPCheckpointManager loads for it
 SHARD_FILES = {"model": "model", "optimizer": "optim", "extra": "extra_state"}
@@ -148,6 +154,42 @@ def saved_world_size(part: Path) -> Optional[int]:
     return sizes[0] if sizes else None
 
 
+def saved_lora_rank(part: Path) -> Optional[int]:
+    """The LoRA rank an FSDP actor checkpoint part was saved with: ``lora_train_meta.json``'s ``r``; 0 when the part
+    has verl's ``fsdp_config.json`` and no such file (saved without LoRA); None when the part is not one verl 0.9.1
+    wrote (nothing to compare)."""
+    meta = part / LORA_META
+    if os.path.lexists(meta):
+        data = parse_json(read_bounded(meta, MAX_SMALL_FILE_BYTES, "LoRA record of the checkpoint", ConfigError), meta,
+                          ConfigError)
+        rank = data.get("r") if isinstance(data, dict) else None
+        if not is_int(rank) or rank < 1:
+            raise ConfigError(f"{meta}: expected a JSON object whose 'r' is an integer >= 1 (verl writes the adapter's "
+                              f"rank there), got {json.dumps(data)[:200]}")
+        return rank
+    return 0 if os.path.lexists(part / FSDP_CONFIG) else None
+
+
+def _check_lora_rank(config: Any, part: Path, source: str) -> None:
+    """The resumed actor's LoRA rank is the one its checkpoint was saved with (module docstring)."""
+    from verl_ext.checks.lora import lora_ranks
+
+    saved = saved_lora_rank(part)
+    if saved is None:
+        return
+    asked = lora_ranks(config)[0]
+    if asked == saved:
+        return
+    what = {(True, True): f"saved with LoRA rank {saved}", (True, False): f"saved with LoRA (rank {saved})",
+            (False, True): "saved without LoRA"}[(saved > 0, asked > 0)]
+    fix = f"set {LORA_RANK}={saved}" if saved else f"set {LORA_RANK}=0"
+    raise ConfigError(
+        f"{source}: its actor was {what} ({part / LORA_META if saved else part / FSDP_CONFIG}), this run asks for "
+        f"{LORA_RANK}={asked}. verl would fail loading its shards inside Ray (the adapter's parameters differ in size "
+        f"or name): {fix} to resume it, or start afresh ({RESUME_MODE}=disable, or another {DEFAULT_LOCAL_DIR})."
+    )
+
+
 def _parts_loaded(config: Any) -> list[tuple[str, str]]:
     """(folder name, config prefix) of each checkpoint part the run loads: the actor, and the critic if it has one."""
     import warnings
@@ -180,6 +222,8 @@ def check_resume(config: Any) -> None:
         if not part.is_dir():
             raise ConfigError(f"{source}: it has no {name}/ folder: not a complete checkpoint of this run (verl "
                               f"would fail loading its {name} inside Ray)")
+        if name == "actor":
+            _check_lora_rank(config, part, source)
         saved = saved_world_size(part)
         if world_size is None or saved is None:
             continue

@@ -16,6 +16,19 @@ the dry run) does the loading verl would do, in the driver:
   and on the CPU rollout a parser that needs no ``stop_token_ids`` (the CPU rollout has none); with verl-ext's
   seeded tool agent the rollout seed it derives every turn's seed from.
 
+verl's multi-turn limits (``rollout.multi_turn.*``, read by verl's ``ToolAgentLoop``) are checked for type and range
+whatever the agent loop (:func:`check_multi_turn_limits`), since a wrong value changes what the task does without a
+word: ``max_assistant_turns`` and ``max_user_turns`` null (no limit) or an integer >= 1 (0 is read as no limit, a
+negative one ends every trajectory after its first turn); ``max_parallel_calls`` an integer >= 1 (0 runs no tool
+call); ``max_tool_response_length`` an integer >= 1, and >= 2 with ``middle`` truncation (verl keeps
+``length // 2`` characters from each end, and ``text[-0:]`` is the whole answer: a 0 or 1 lets a tool answer of any
+size through whole); ``tool_response_truncate_side`` ``left``, ``middle`` or ``right`` (verl truncates in the middle
+for any other word); ``tokenization_sanity_check_mode`` one of verl's modes; ``enable`` true or false.
+
+Every file named here is read only when it is a regular file of bounded size (:func:`verl_ext.files.read_yaml_file`,
+:func:`verl_ext.files.open_regular`): a FIFO would block the driver for ever, a link to ``/dev/zero`` would read
+until memory runs out.
+
 A dataset's ``agent_name`` column picks the agent loop per row, over ``default_agent_loop``: rows are not read here.
 """
 
@@ -26,7 +39,8 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
-from verl_ext.config_values import ConfigError, reject, require_int
+from verl_ext.config_values import ConfigError, is_int, reject, require_int
+from verl_ext.files import open_regular, read_yaml_file
 from verl_ext.seeding import SEEDED_TOOL_AGENT_LOOP
 
 ROLLOUT = "actor_rollout_ref.rollout"
@@ -35,6 +49,12 @@ DEFAULT_AGENT_LOOP = f"{ROLLOUT}.agent.default_agent_loop"
 FUNCTION_TOOLS = f"{ROLLOUT}.multi_turn.function_tool_path"
 TOOL_CONFIG = f"{ROLLOUT}.multi_turn.tool_config_path"
 PARSER = f"{ROLLOUT}.multi_turn.format"
+MULTI_TURN = f"{ROLLOUT}.multi_turn"
+TRUNCATE_SIDES = ("left", "middle", "right")  # verl's ToolAgentLoop: any other word truncates in the middle
+SANITY_CHECK_MODES = ("disable", "strict", "ignore_strippable")  # verl's TokenizationSanityCheckModeEnum
+# a tool or agent-loop config is a few KB; a function tool file a few hundred lines
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+_UNSET = object()
 
 
 def check_max_tokens_per_turn(value: Any) -> Optional[int]:
@@ -50,13 +70,64 @@ def _value(config: Any, key: str) -> Any:
 
 
 def _resolve(key: str, path: Any) -> str:
+    """The file ``key`` names, as verl's workers find it; a :class:`ConfigError` when there is none, or when it is no
+    regular file of at most :data:`MAX_CONFIG_BYTES` (a FIFO, a device, a link to an endless file)."""
     from verl.utils.import_utils import resolve_config_path
 
     try:
-        return resolve_config_path(str(path))
+        resolved = resolve_config_path(str(path))
     except FileNotFoundError as error:
         raise ConfigError(f"{key}={path!r}: no such file ({error}); verl's workers would fail on it after Ray "
                           "and the rollout engine started") from error
+    try:
+        open_regular(resolved, MAX_CONFIG_BYTES, f"file {key} names", ConfigError).close()
+    except ConfigError as error:
+        raise ConfigError(f"{key}={path!r}: {error}") from None
+    return resolved
+
+
+def _read_yaml(key: str, path: Any, resolved: str) -> Any:
+    try:
+        return read_yaml_file(resolved, MAX_CONFIG_BYTES, f"file {key} names", ConfigError)
+    except ConfigError as error:
+        raise ConfigError(f"{key}={path!r}: {error}") from None
+
+
+def _limit(key: str, value: Any, allowed: str, why: str, minimum: int = 1, nullable: bool = False) -> None:
+    if value is _UNSET or (nullable and value is None):
+        return
+    if not is_int(value) or value < minimum:
+        reject(key, value, allowed, why)
+
+
+def check_multi_turn_limits(config: Any) -> None:
+    """verl's ``rollout.multi_turn.*`` limits, for type and range (module docstring)."""
+    def value(name: str) -> Any:
+        return OmegaConf.select(config, f"{MULTI_TURN}.{name}", default=_UNSET)
+
+    for name in ("max_assistant_turns", "max_user_turns"):
+        _limit(f"{MULTI_TURN}.{name}", value(name), "null (no limit) or an integer >= 1",
+               "verl's tool agent reads 0 as no limit and ends every trajectory after its first turn below it.",
+               nullable=True)
+    _limit(f"{MULTI_TURN}.max_parallel_calls", value("max_parallel_calls"), "an integer >= 1",
+           "verl's tool agent runs the first max_parallel_calls tool calls of a turn: 0 runs none, and the trajectory "
+           "goes on without the answers.")
+    side = value("tool_response_truncate_side")
+    if side is not _UNSET and side not in TRUNCATE_SIDES:
+        reject(f"{MULTI_TURN}.tool_response_truncate_side", side, ", ".join(TRUNCATE_SIDES),
+               "verl's tool agent truncates in the middle for any other value.")
+    minimum = 2 if side in (_UNSET, "middle") else 1
+    _limit(f"{MULTI_TURN}.max_tool_response_length", value("max_tool_response_length"),
+           f"an integer >= {minimum}" + (" with tool_response_truncate_side=middle" if minimum == 2 else ""),
+           "The most characters of a tool's answer the model sees; verl's middle truncation keeps length // 2 from each "
+           "end, and a half of 0 keeps the whole answer (text[-0:]), however long.", minimum=minimum)
+    mode = value("tokenization_sanity_check_mode")
+    if mode is not _UNSET and mode not in SANITY_CHECK_MODES:
+        reject(f"{MULTI_TURN}.tokenization_sanity_check_mode", mode, ", ".join(SANITY_CHECK_MODES),
+               "verl's TokenizationSanityCheckModeEnum.")
+    enable = value("enable")
+    if enable is not _UNSET and not isinstance(enable, bool):
+        reject(f"{MULTI_TURN}.enable", enable, "true or false")
 
 
 def _agent_loop_entries(config: Any) -> dict[str, dict[str, Any]]:
@@ -65,13 +136,10 @@ def _agent_loop_entries(config: Any) -> dict[str, dict[str, Any]]:
     if not path:
         return {}
     resolved = _resolve(AGENT_LOOP_CONFIG, path)
-    try:
-        entries = OmegaConf.to_container(OmegaConf.load(resolved), resolve=True)
-    except Exception as error:  # YAML syntax, unreadable file
-        raise ConfigError(f"{AGENT_LOOP_CONFIG}={path!r}: {resolved} is not readable YAML: {error}") from error
+    entries = _read_yaml(AGENT_LOOP_CONFIG, path, resolved)
     if not isinstance(entries, list):
         raise ConfigError(f"{AGENT_LOOP_CONFIG}={path!r}: {resolved} must hold a list of agent loops "
-                          "(- name: ..., _target_: module.Class), got a {type(entries).__name__}")
+                          f"(- name: ..., _target_: module.Class), got a {type(entries).__name__}")
     loops = {}
     for index, entry in enumerate(entries):
         where = f"{AGENT_LOOP_CONFIG}={path!r}, entry {index}"
@@ -145,10 +213,11 @@ def _config_tool_names(path: Any, resolved: str) -> list[str]:
     from verl.tools.schemas import OpenAIFunctionToolSchema
     from verl.tools.tool_registry import ToolType
 
-    try:
-        tools = OmegaConf.to_container(OmegaConf.load(resolved), resolve=True).get("tools")
-    except Exception as error:  # YAML syntax, not a mapping
-        raise ConfigError(f"{TOOL_CONFIG}={path!r}: {resolved} is not a readable YAML mapping: {error}") from error
+    document = _read_yaml(TOOL_CONFIG, path, resolved)
+    if not isinstance(document, dict):
+        raise ConfigError(f"{TOOL_CONFIG}={path!r}: {resolved} must hold a YAML mapping with a list 'tools', got a "
+                          f"{type(document).__name__}")
+    tools = document.get("tools")
     if not isinstance(tools, list) or not tools:
         raise ConfigError(f"{TOOL_CONFIG}={path!r}: {resolved} needs a non-empty list 'tools'")
     names = []
@@ -174,6 +243,7 @@ def _config_tool_names(path: Any, resolved: str) -> list[str]:
 def check_tools(config: Any) -> None:
     """Raise :class:`ConfigError` on the first part of a multi-turn tool configuration that cannot run (module
     docstring)."""
+    check_multi_turn_limits(config)
     from_file = _agent_loop_entries(config)
     tool_names = _tool_names(config)
     cls = _default_agent_loop_class(config, from_file)

@@ -129,7 +129,7 @@ def run_quickstart(
     from verl_ext.runs.compose import compose
     from verl_ext.runs.launch import ChildProcess, start
     from verl_ext.runs.names import run_name
-    from verl_ext.runs.outputs import Outputs
+    from verl_ext.runs.outputs import Outputs, output_folder
     from verl_ext.runs.run import Run
     from verl_ext.tiny.assets import build_tiny_assets, default_assets_dir
 
@@ -137,7 +137,7 @@ def run_quickstart(
         raise ValueError(f"steps must be >= 1, got {steps}")
     choice = parse_algorithm(algorithm)
     assets = Path(assets or default_assets_dir()).resolve()
-    out = Path(out or default_output_dir()).resolve()
+    out = output_folder(out or default_output_dir())  # a file, below one, a link to nothing: refused, nothing done
     run = Run.from_preset(run_name(choice), choice, overrides=extra_overrides, steps=steps)
     checked = compose(run, CPUBackend(assets), Outputs(out)).check()  # RunRefused: nothing written or started
     print(f"[verl-ext] tiny assets: {assets} (built if missing)", flush=True)

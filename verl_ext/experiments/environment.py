@@ -55,8 +55,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
-import tempfile
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +63,7 @@ from typing import Mapping, Optional
 from verl_ext.checkpoint_backends import GPU_BACKEND
 from verl_ext.runs.backend import Backend
 from verl_ext.runs.names import check_name
-from verl_ext.runs.outputs import Outputs
+from verl_ext.runs.outputs import Outputs, folder_problem, unwritable_folder  # noqa: F401 (their home)
 from verl_ext.runs.overrides import INTERPOLATION, hydra_list
 from verl_ext.runs.run import Run
 from verl_ext.staleness.config import engine_pool_overrides
@@ -236,45 +234,6 @@ def _path(environ: Mapping[str, str], name: str, default: Path, holds_data_files
     if problem:
         raise EnvironmentValueError(f"{name}={str(path)!r} cannot be a folder: {problem}")
     return path
-
-
-def folder_problem(path: Path) -> Optional[str]:
-    """Why ``path`` cannot be a folder verl-ext writes into (it is a file, is below one, is a broken link, cannot
-    be looked at); None when it is a folder or can be made one. Looks, writes nothing."""
-    current = path
-    while True:
-        try:
-            mode = current.stat().st_mode
-        except (FileNotFoundError, NotADirectoryError):
-            if os.path.lexists(current) and current.is_symlink():
-                return f"{current} is a symbolic link to nothing"
-            if current.parent == current:
-                return None
-            current = current.parent
-            continue
-        except OSError as error:  # permission denied on the way, a link loop, a name too long
-            return f"{current}: {error.strerror or error}"
-        if stat.S_ISDIR(mode):
-            return None
-        what = "a file" if stat.S_ISREG(mode) else "not a folder (a device, FIFO or socket)"
-        return f"it is {what}" if current == path else f"it is below {current}, which is {what}"
-
-
-def unwritable_folder(path: Path) -> Optional[str]:
-    """Why nothing can be written in ``path`` (or, when it does not exist yet, in the deepest folder above it
-    that does, where it would be made); None when a probe file could be made and removed there."""
-    existing = path
-    while not existing.is_dir():
-        if existing.parent == existing:
-            return f"no folder above {path} exists"
-        existing = existing.parent
-    try:
-        handle, probe = tempfile.mkstemp(dir=existing, prefix=".verl-ext-write-check-")
-    except OSError as error:  # read-only file system, permission denied, no space left
-        return f"cannot write in {existing} ({error.strerror or error})"
-    os.close(handle)
-    os.unlink(probe)
-    return None
 
 
 def _logger(environ: Mapping[str, str]) -> tuple[str, ...]:

@@ -171,7 +171,13 @@ def lab_main(argv: Optional[Sequence[str]] = None) -> int:
     from verl_ext.run_description import RunDescriptionError
     from verl_ext.tiny.assets import AssetsFolderError, default_assets_dir
 
-    out_dir = (args.out or Path("outputs") / "lab").resolve()
+    from verl_ext.runs.outputs import OutputFolderError, output_folder
+
+    try:  # a file, a folder below one, a link to nothing: refused before anything is built
+        out_dir = output_folder(args.out or Path("outputs") / "lab", "--out")
+    except OutputFolderError as error:
+        print(f"verl-ext lab: error: {error}", file=sys.stderr, flush=True)
+        return 2
     try:  # a folder verl-ext did not write (or a link, a file) is refused before anything is built
         assets = initial_policy_assets(args.assets or default_assets_dir(), args.initial_model)
     except AssetsFolderError as error:

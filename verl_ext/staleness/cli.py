@@ -8,9 +8,22 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from verl_ext.checks.arguments import non_negative_int, positive_int
+from verl_ext.checks.arguments import int_in, non_negative_int, positive_int
 from verl_ext.staleness.schedule import MAX_PREVIEW_STEPS, StalenessSchedule
-from verl_ext.staleness.update_lag import scheduled_update_lag, updates_per_step
+from verl_ext.staleness.update_lag import MAX_COUNT, scheduled_update_lag, updates_per_step
+
+# a bound on --steps beyond any run (the preview costs the same for any count up to it), so that every count the summary
+# prints stays a number Python prints (it refuses integers of more than 4,300 digits)
+MAX_STEPS_DIGITS = 100
+
+
+def step_count(text: str) -> int:
+    """``--steps``: an integer in 0..10**100."""
+    value = non_negative_int(text)
+    if value > 10**MAX_STEPS_DIGITS:
+        raise argparse.ArgumentTypeError(f"expected an integer in 0..10**{MAX_STEPS_DIGITS}, got one of "
+                                         f"{len(str(value))} digits")
+    return value
 
 
 def build_parser(prog: str = "verl-ext schedule") -> argparse.ArgumentParser:
@@ -23,13 +36,13 @@ def build_parser(prog: str = "verl-ext schedule") -> argparse.ArgumentParser:
     parser.add_argument(
         "--sync-offset", type=non_negative_int, default=0, help="n: batches are consumed n steps after their push"
     )
-    parser.add_argument("--steps", type=non_negative_int, required=True, help="number of training steps T")
+    parser.add_argument("--steps", type=step_count, required=True, help="number of training steps T")
     parser.add_argument("--offline", action="store_true", help="never push weights after the initial ones")
     parser.add_argument(
-        "--mini-batches", type=positive_int, default=None,
+        "--mini-batches", type=int_in(1, MAX_COUNT), default=None,
         help="M = data.train_batch_size / actor.ppo_mini_batch_size: also show the lag in optimizer updates",
     )
-    parser.add_argument("--epochs", type=positive_int, default=None,
+    parser.add_argument("--epochs", type=int_in(1, MAX_COUNT), default=None,
                         help="E = actor.ppo_epochs: also show the lag in optimizer updates")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     return parser

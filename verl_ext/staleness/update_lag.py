@@ -28,7 +28,13 @@ verl's own functions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Optional, Sequence
+
+# The most mini-batches per step, and epochs, counted here: verl's M = train_batch_size / ppo_mini_batch_size and
+# E = ppo_epochs are a few dozen at most; a count beyond this is a typo, and U = M x E and the lags it makes stay exact
+# as floats (the token mean) within it
+MAX_COUNT = 10**6
 
 
 @dataclass(frozen=True)
@@ -42,9 +48,10 @@ class UpdateLag:
 
 
 def updates_per_step(mini_batches: int, epochs: int) -> int:
-    """U = M x E: the optimizer updates of a step of ``mini_batches`` mini-batches trained ``epochs`` times."""
-    _check_positive("mini_batches", mini_batches)
-    _check_positive("epochs", epochs)
+    """U = M x E: the optimizer updates of a step of ``mini_batches`` mini-batches trained ``epochs`` times (each an
+    integer in 1..:data:`MAX_COUNT`, else ValueError naming it)."""
+    _check_positive("mini_batches", mini_batches, MAX_COUNT)
+    _check_positive("epochs", epochs, MAX_COUNT)
     return mini_batches * epochs
 
 
@@ -62,10 +69,18 @@ def update_lag(updates_since_behaviour: int, update_tokens: Sequence[int]) -> Op
     first, last = updates_since_behaviour, updates_since_behaviour + len(tokens) - 1
     total = sum(tokens)
     if total == 0:
-        mean = (first + last) / 2
+        mean = Fraction(first + last, 2)
     else:
-        mean = first + sum(index * count for index, count in enumerate(tokens)) / total
-    return UpdateLag(first=first, last=last, token_mean=mean, updates=len(tokens))
+        mean = first + Fraction(sum(index * count for index, count in enumerate(tokens)), total)
+    return UpdateLag(first=first, last=last, token_mean=_as_float(mean), updates=len(tokens))
+
+
+def _as_float(value: Fraction) -> float:
+    """An exact mean as a float; ValueError (not OverflowError) for one beyond a float's range."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"an update lag of {len(str(int(value)))} digits is beyond a float's range") from None
 
 
 def scheduled_update_lag(step_lag: int, mini_batches: int, epochs: int) -> UpdateLag:
@@ -74,7 +89,9 @@ def scheduled_update_lag(step_lag: int, mini_batches: int, epochs: int) -> Updat
     if isinstance(step_lag, bool) or not isinstance(step_lag, int) or step_lag < 0:
         raise ValueError(f"a step lag is an integer >= 0, got {step_lag!r}")
     updates = updates_per_step(mini_batches, epochs)
-    return update_lag(updates * step_lag, [1] * updates)
+    first = updates * step_lag  # closed form: no list of U token counts (U can be large)
+    last = first + updates - 1
+    return UpdateLag(first=first, last=last, token_mean=_as_float(Fraction(first + last, 2)), updates=updates)
 
 
 def update_index_groups(
@@ -108,9 +125,11 @@ def update_index_groups(
     return [[row for rows in per_update for row in rows] for per_update in zip(*rank_updates)]
 
 
-def _check_positive(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+def _check_positive(name: str, value: int, maximum: Optional[int] = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (maximum is not None and value > maximum):
+        shown = value if not isinstance(value, int) or abs(value) < 10**30 else f"an integer of {len(str(value))} digits"
+        allowed = f"an integer in 1..{maximum}" if maximum is not None else "an integer >= 1"
+        raise ValueError(f"{name} must be {allowed}, got {shown!r}")
 
 
 class UpdateCounter:
