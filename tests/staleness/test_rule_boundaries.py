@@ -90,6 +90,7 @@ def trainer_at(schedule: StalenessSchedule, total_steps: int, recorder: Recorder
 
 
 @pytest.mark.parametrize("key", PUSH_TABLES, ids=str)
+@pytest.mark.timeout(300)  # the first of them imports verl's trainer (minutes on two loaded cores)
 def test_the_trainer_pushes_and_generates_as_the_schedule_says_step_by_step(key):
     schedule, table = schedule_of(key), PUSH_TABLES[key]
     recorder = Recorder()
@@ -113,6 +114,7 @@ def test_the_trainer_pushes_and_generates_as_the_schedule_says_step_by_step(key)
 
 
 @pytest.mark.parametrize("key", [key for key in PUSH_TABLES if not key[2]], ids=str)
+@pytest.mark.timeout(300)  # the first of them imports verl's trainer (minutes on two loaded cores)
 def test_a_resume_redoes_the_push_exactly_when_the_step_before_was_a_sync_point(key):
     """At a resume at global step g, the checkpoint (written inside step g - 1, before its sync) lacks version g's
     push: it is redone exactly when step g - 1 was a sync point; the batches to generate are those of the steps
