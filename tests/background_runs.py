@@ -34,10 +34,17 @@ REPO = Path(__file__).resolve().parents[1]
 FUNCTION = "background_runs"
 BACKGROUND_MINUTES = "BACKGROUND_MINUTES"  # a module's measured duration: longer ones are queued first
 BACKGROUND_PEAK_GIB = "BACKGROUND_PEAK_GIB"  # the memory a module's runs take at their peak (measured)
-# set (to "1") in a child's environment when the session selected tests marked ``extended`` (pytest.ini): a module's
-# background_runs then also makes the runs only those tests read (the default suite deselects them)
+# In a user's shell: yes (1, yes, true, on) runs the extended tier too, in the same session as the tests selected
+# (tests/conftest.py); no (0, no, false, off, or unset) changes nothing; anything else is refused before collection.
+# In a child's environment it is always the session's decision, "1" or "0": "1" when the session selected tests marked
+# ``extended`` (pytest.ini), and a module's background_runs then also makes the runs only those tests read; a default
+# session never pays for them, whatever the user's shell says.
 EXTENDED_ENV = "VERL_EXT_TESTS_EXTENDED"
-TIMEOUT_SECONDS = 40 * 60  # a module's runs take 2-6 minutes on two cores; this only stops a hung child
+YES = ("1", "yes", "true", "on", "y")
+NO = ("0", "no", "false", "off", "n", "")
+# a module's runs take 2-8 minutes on two cores; this only stops a hung child (with its log), before the e2e test that
+# waits for it reaches its own limit (tests/conftest.py's E2E_TIMEOUT_SECONDS)
+TIMEOUT_SECONDS = 25 * 60
 RESULTS = "results.pickle"
 
 
@@ -181,9 +188,24 @@ class BackgroundRuns:
         job.done.set()
 
 
+def yes_or_no(value: Optional[str], name: str = EXTENDED_ENV) -> bool:
+    """``value`` of the variable ``name`` as a yes (True) or a no (False), case and surrounding blanks ignored; unset
+    is no. Anything else is a ValueError naming the variable, the value and the spellings allowed."""
+    if value is None:
+        return False
+    word = value.strip().lower()
+    if word in YES:
+        return True
+    if word in NO:
+        return False
+    raise ValueError(f"{name}={value!r}: not a yes or a no; use one of {', '.join(YES)} (yes) "
+                     f"or {', '.join(repr(word) if not word else word for word in NO)} (no), or leave it unset")
+
+
 def extended_runs_wanted() -> bool:
-    """In a child: whether the session selected ``extended`` tests, whose runs background_runs makes only then."""
-    return os.environ.get(EXTENDED_ENV) == "1"
+    """In a child: whether the session selected ``extended`` tests, whose runs background_runs makes only then (the
+    session writes "1" or "0"; a child started by hand reads the user's spelling, an unknown one refused)."""
+    return yes_or_no(os.environ.get(EXTENDED_ENV))
 
 
 def print_costs(results) -> None:

@@ -5,7 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.background_runs import BACKGROUND_MINUTES, BACKGROUND_PEAK_GIB, EXTENDED_ENV, FUNCTION, BackgroundRuns
+from tests.background_runs import (
+    BACKGROUND_MINUTES,
+    BACKGROUND_PEAK_GIB,
+    EXTENDED_ENV,
+    FUNCTION,
+    TIMEOUT_SECONDS,
+    BackgroundRuns,
+    yes_or_no,
+)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -42,6 +50,7 @@ def shared_datasets():
 # --- e2e runs in the background (tests/background_runs.py) ---------------------------------------------
 
 BACKGROUND = pytest.StashKey()
+EXTENDED_SELECTED = pytest.StashKey()  # whether the session selected tests marked extended (pytest_collection_finish)
 # what a fixture of the other tests keeps running in this process (a local Ray with its actors) and that the e2e
 # tests, last, never use: each is called once, when the first e2e test starts, so that it does not hold a core's
 # share and memory while the e2e runs finish (a fixture's own teardown then finds it stopped)
@@ -67,15 +76,44 @@ def _background(config) -> BackgroundRuns:
         import psutil
 
         memory_gib = psutil.virtual_memory().total / 2**30 - MEMORY_RESERVE_GIB
-        config.stash[BACKGROUND] = BackgroundRuns(base, dict(os.environ), workers=1, memory_gib=memory_gib)
+        # the children make the extended tier's runs only when this session selected its tests (the user's spelling
+        # of the variable in the shell never reaches them: it chose the tests, pytest_configure)
+        environment = {**os.environ, EXTENDED_ENV: "1" if config.stash.get(EXTENDED_SELECTED, False) else "0"}
+        config.stash[BACKGROUND] = BackgroundRuns(base, environment, workers=1, memory_gib=memory_gib)
     return config.stash[BACKGROUND]
 
 
+# --- tiers and time limits (docs/testing.md) ----------------------------------------------------------
+
+DEFAULT_MARK_EXPRESSION = "not extended"  # pytest.ini's addopts: the default suite leaves the extended tier out
+# an e2e test waits for its module's background runs (each child stops after TIMEOUT_SECONDS, failing with its log),
+# which may first wait in the queue behind another module's: its limit leaves room for that, unit tests keep
+# pytest.ini's tight one
+E2E_TIMEOUT_SECONDS = TIMEOUT_SECONDS + 10 * 60
+
+
+def pytest_configure(config):
+    """``VERL_EXT_TESTS_EXTENDED`` in the user's shell: a yes adds the extended tier to a session that would leave it
+    out (pytest.ini's ``-m "not extended"``, not a ``-m`` of the user's own); an unknown spelling is refused here,
+    before collection, naming the variable and the spellings allowed (pytest's usage error, exit 4)."""
+    try:
+        wanted = yes_or_no(os.environ.get(EXTENDED_ENV))
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    own_expression = any(arg.startswith("-m") for arg in config.invocation_params.args)  # "-m EXPR" or "-mEXPR"
+    if wanted and not own_expression and config.option.markexpr == DEFAULT_MARK_EXPRESSION:
+        config.option.markexpr = ""
+
+
 def pytest_collection_modifyitems(config, items):
-    """e2e tests last (in their order): their runs go on in the background while the others run."""
+    """e2e tests last (in their order): their runs go on in the background while the others run. Each e2e test
+    without a limit of its own gets E2E_TIMEOUT_SECONDS (pytest-timeout; unit tests keep pytest.ini's)."""
     items[:] = [item for item in items if not item.get_closest_marker("e2e")] + [
         item for item in items if item.get_closest_marker("e2e")
     ]
+    for item in items:
+        if item.get_closest_marker("e2e") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_SECONDS))
 
 
 def pytest_collection_finish(session):
@@ -88,8 +126,8 @@ def pytest_collection_finish(session):
         module = getattr(item, "module", None)
         if item.get_closest_marker("e2e") and hasattr(module, FUNCTION) and item.path not in modules:
             modules.append(item.path)
-    if any(item.get_closest_marker("extended") for item in session.items):  # their runs too (pytest -m extended)
-        _background(session.config).environment[EXTENDED_ENV] = "1"
+    # the extended runs when the session reads them (pytest -m extended), never otherwise, whatever the shell says
+    session.config.stash[EXTENDED_SELECTED] = any(item.get_closest_marker("extended") for item in session.items)
     # longest first, so that the last runs to finish are short ones, two at a time (BACKGROUND_MINUTES of each module)
     declared = {item.path: item.module for item in session.items if item.path in modules}
     for path in sorted(modules, key=lambda path: -getattr(declared[path], BACKGROUND_MINUTES, 0)):

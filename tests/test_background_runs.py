@@ -11,6 +11,47 @@ import pytest
 from tests.background_runs import RESULTS, BackgroundRuns
 
 
+# A module whose children record, without any clock, which other modules' children were running when each started:
+# each marks itself running (a file), then looks for the others' marks, so of two children alive at once the later
+# one always sees the earlier. ``partner``: wait (a barrier, at most WAIT_S) until that module's child has started too
+# (one at a time, the first of two partners would wait for the second forever: the guard fails it).
+WAIT_S = 120  # only a guard: a partner that never comes fails the child (and its test) instead of hanging
+MARKED = """
+    import os, time
+    from pathlib import Path
+    SHARED = Path({shared!r})
+    def background_runs(root):
+        me = Path(__file__).stem
+        root.mkdir(parents=True)
+        (SHARED / (me + ".running")).touch()
+        (SHARED / (me + ".arrived")).touch()  # stays: the partner's barrier
+        try:
+            others = sorted(path.stem for path in SHARED.glob("*.running") if path.stem != me)
+            with open(SHARED / "order", "a") as order:
+                order.write(me + "\\n")
+            partner = {partner!r}
+            if partner:
+                give_up = time.monotonic() + {wait}
+                while not (SHARED / (partner + ".arrived")).exists():
+                    if time.monotonic() > give_up:
+                        raise RuntimeError(partner + " never ran beside " + me)
+                    time.sleep(0.01)
+            return {{"pid": os.getpid(), "root": root, "others": others}}
+        finally:
+            (SHARED / (me + ".running")).unlink()
+"""
+
+
+def marked(tmp_path, name, partner=None):
+    shared = tmp_path / "shared"
+    shared.mkdir(exist_ok=True)
+    return module(tmp_path, name, MARKED.format(shared=str(shared), partner=partner, wait=WAIT_S))
+
+
+def order(tmp_path) -> list[str]:
+    return (tmp_path / "shared" / "order").read_text().split()
+
+
 def module(tmp_path, name, body):
     path = tmp_path / f"{name}.py"
     path.write_text(textwrap.dedent(body))
@@ -25,21 +66,13 @@ def background(tmp_path):
 
 
 def test_results_come_back_as_returned_one_module_after_the_other(tmp_path, background):
-    body = """
-        import os, time
-        from pathlib import Path
-        def background_runs(root):
-            root.mkdir(parents=True)
-            started = time.time(); time.sleep(0.3)
-            return {"pid": os.getpid(), "root": root, "span": (started, time.time())}
-    """
-    first, second = module(tmp_path, "first", body), module(tmp_path, "second", body)
+    first, second = marked(tmp_path, "first"), marked(tmp_path, "second")
     background.enqueue(first)
     background.enqueue(second)
     a, b = background.results(first), background.results(second)
     assert a["pid"] != os.getpid() and a["pid"] != b["pid"]  # each in its own child
     assert a["root"].is_dir() and a["root"].parent.name == "0_first" and b["root"].parent.name == "1_second"
-    assert a["span"][1] <= b["span"][0]  # one at a time, in queue order
+    assert a["others"] == b["others"] == [] and order(tmp_path) == ["first", "second"]  # one at a time, in queue order
 
 
 def test_a_failure_is_raised_with_the_childs_output_and_leaves_no_results(tmp_path, background):
@@ -62,30 +95,24 @@ def test_close_stops_the_running_child_and_fails_the_queued_ones(tmp_path, backg
     queued = module(tmp_path, "queued", "def background_runs(root):\n    return 1\n")
     running = background.enqueue(slow)
     waiting = background.enqueue(queued)
-    assert running.started.wait(10)
-    started = time.perf_counter()
+    assert running.started.wait(WAIT_S)
     background.close()
-    assert running.done.wait(30) and waiting.done.wait(5)
-    assert time.perf_counter() - started < 25
+    # the child would sleep 600 s: only close() can end it before these guards
+    assert running.done.wait(WAIT_S) and waiting.done.wait(WAIT_S)
     assert running.process.poll() is not None
     with pytest.raises(RuntimeError, match="session ended before it started"):
         background.results(queued)
 
 
 def test_widened_two_modules_run_at_once_and_close_stops_both(tmp_path, background):
-    body = """
-        import os, time
-        def background_runs(root):
-            started = time.time(); time.sleep(1.5)
-            return {"span": (started, time.time())}
-    """
-    first, second = module(tmp_path, "first", body), module(tmp_path, "second", body)
+    # each waits for the other: both finish only if they run at once
+    first, second = marked(tmp_path, "first", partner="second"), marked(tmp_path, "second", partner="first")
     background.enqueue(first)
     background.enqueue(second)
     background.widen()
     background.widen()  # once: still two at a time
     a, b = background.results(first), background.results(second)
-    assert b["span"][0] < a["span"][1] and a["span"][0] < b["span"][1]  # the spans overlap
+    assert a["others"] == ["second"] or b["others"] == ["first"]
     assert len(background.threads) == 2
     slow = module(tmp_path, "slow", """
         import time
@@ -108,28 +135,21 @@ def test_widened_two_modules_run_at_once_and_close_stops_both(tmp_path, backgrou
 def test_two_workers_pair_only_modules_whose_peaks_fit_in_the_memory_given(tmp_path):
     """Two at a time, but never two whose declared peaks exceed the memory: the big one runs beside the small one
     that fits, and the two big ones one after the other, in queue order otherwise."""
-    body = """
-        import time
-        def background_runs(root):
-            started = time.time(); time.sleep(1.0)
-            return {"span": (started, time.time())}
-    """
-    names = ("big", "also_big", "small")
-    paths = {name: module(tmp_path, name, body) for name in names}
+    # big and small wait for each other (they must run at once); also_big waits for nobody
+    partners = {"big": "small", "also_big": None, "small": "big"}
+    names = tuple(partners)
+    paths = {name: marked(tmp_path, name, partner=partners[name]) for name in names}
     runs = BackgroundRuns(tmp_path / "out", dict(os.environ), workers=2, memory_gib=10)
     try:
         runs.enqueue(paths["big"], peak_gib=7)
         runs.enqueue(paths["also_big"], peak_gib=6)
         runs.enqueue(paths["small"], peak_gib=3)
-        spans = {name: runs.results(paths[name])["span"] for name in names}
+        others = {name: runs.results(paths[name])["others"] for name in names}
     finally:
         runs.close()
-
-    def overlap(a, b):
-        return spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]
-
-    assert overlap("big", "small") and not overlap("big", "also_big")
-    assert spans["also_big"][0] >= spans["big"][1]
+    # big ran beside small (their barrier passed), never beside also_big, which came after big
+    assert "also_big" not in others["big"] and "big" not in others["also_big"]
+    assert order(tmp_path).index("also_big") > order(tmp_path).index("big")
 
 
 def test_what_the_other_tests_keep_running_is_released_once_when_the_e2e_tests_begin():

@@ -11,7 +11,6 @@ import asyncio
 import multiprocessing
 import os
 import threading
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -27,6 +26,8 @@ from verl_ext.cpu.checkpoint_engine import (
 )
 
 BUCKET = 4096  # bytes: several buckets per transfer, and tensors larger than a bucket
+# a gloo timeout longer than any test's limit (pytest.ini): a wait that only the timeout could end fails the test there
+BEYOND_THE_TESTS_LIMIT = 3600.0
 
 
 def weights() -> dict[str, torch.Tensor]:
@@ -134,10 +135,8 @@ def test_a_push_of_another_version_than_expected_is_refused():
 def test_a_silent_peer_ends_the_wait_after_the_timeout():
     """The sender joined the group but never sends: the receiver gives up after timeout_seconds, naming the key."""
     actor, rollout = build_group(receivers=1, actor_ranks=1, timeout=1.0)
-    started = time.monotonic()
-    with pytest.raises(WeightTransferError) as error:
+    with pytest.raises(WeightTransferError) as error:  # a wait without end fails at the test's limit (pytest.ini)
         asyncio.run(collect(rollout[0], 5))
-    assert time.monotonic() - started < 30
     assert "bucket header failed for weight version 5 after 0 payload bytes" in str(error.value)
     assert TIMEOUT_KEY in str(error.value)
     for engine in actor + rollout:
@@ -146,21 +145,19 @@ def test_a_silent_peer_ends_the_wait_after_the_timeout():
 
 def test_a_sender_whose_weights_fail_midway_frees_the_receivers_at_once():
     """An error while producing the weights (FSDP's full tensors, say) ends the push on every rank right away,
-    not after the receivers' timeout (20 s here): the sender drops its group, closing its connections."""
-    actor, rollout = build_group(receivers=1, actor_ranks=1, timeout=20.0)
+    not after the receivers' timeout: the sender drops its group, closing its connections. The timeout is longer than
+    the test's own limit, so only the closing can end the receiver's wait (else the test fails at its limit)."""
+    actor, rollout = build_group(receivers=1, actor_ranks=1, timeout=BEYOND_THE_TESTS_LIMIT)
 
     def broken():
         yield from list(weights().items())[:3]
         raise RuntimeError("the actor could not gather its weights")
-
-    started = time.monotonic()
 
     async def everyone():
         return await asyncio.gather(actor[0].send_weights(broken(), global_steps=2), collect(rollout[0], 2),
                                     return_exceptions=True)
 
     sent, received = asyncio.run(everyone())
-    assert time.monotonic() - started < 10
     assert isinstance(sent, RuntimeError) and "could not gather" in str(sent)
     assert isinstance(received, WeightTransferError) and "failed for weight version 2" in str(received)
 
@@ -221,6 +218,7 @@ class InProcessActor:
         return SimpleNamespace(remote=call)
 
 
+@pytest.mark.timeout(300)  # two spawned processes import torch before the transfers begin
 def test_a_peer_that_dies_mid_transfer_ends_the_push_with_an_error_and_no_new_version(tiny_assets, tmp_path):
     """Sender dies: the rollout worker's receive raises, the CPU rollout keeps no half-pushed version (it still
     reports the old one, and logs the aborted push). Receiver dies: the sender raises. Nothing waits for the
@@ -254,12 +252,11 @@ def test_a_peer_that_dies_mid_transfer_ends_the_push_with_an_error_and_no_new_ve
         assert server.weight_state()["weight_version"] == 0
 
         # 2. the sender dies after a few tensors: this rollout worker's push fails, naming what happened
-        receiver = GlooCheckpointEngine(bucket_size=BUCKET, timeout_seconds=20)
+        # (each wait's timeout is longer than the test's limit: only the dead peer's closed connection ends it)
+        receiver = GlooCheckpointEngine(bucket_size=BUCKET, timeout_seconds=BEYOND_THE_TESTS_LIMIT)
         receiver.init_process_group(rank=1, world_size=2, rendezvous=to_receiver.get(timeout=120))
-        started = time.monotonic()
         with pytest.raises(WeightTransferError, match=r"rank 1/2 \(receiver\): bucket .* failed for weight version 1"):
             asyncio.run(adapter.update_weights(receiver.receive_weights(global_steps=1), global_steps=1))
-        assert time.monotonic() - started < 15
         dying_sender.join(timeout=30)
         assert dying_sender.exitcode == 17
         assert server.weight_state()["weight_version"] == 0  # no new version claimed
@@ -267,15 +264,13 @@ def test_a_peer_that_dies_mid_transfer_ends_the_push_with_an_error_and_no_new_ve
         assert len(aborted) == 1 and "WeightTransferError" in aborted[0]["reason"]
 
         # 3. the receiver dies after the first tensor: the sender's push fails
-        sender = GlooCheckpointEngine(bucket_size=BUCKET, is_master=True, timeout_seconds=20)
+        sender = GlooCheckpointEngine(bucket_size=BUCKET, is_master=True, timeout_seconds=BEYOND_THE_TESTS_LIMIT)
         metadata = sender.prepare()
         to_dying_receiver.put(metadata.rendezvous)
         sender.init_process_group(rank=0, world_size=2, rendezvous=metadata.rendezvous)
         many = {f"w{index}": torch.randn(512) for index in range(64)}  # 128 KiB: far more than one bucket
-        started = time.monotonic()
         with pytest.raises(WeightTransferError, match=r"rank 0/2 \(sender\): bucket .* failed for weight version 1"):
             asyncio.run(sender.send_weights(iter(many.items()), global_steps=1))
-        assert time.monotonic() - started < 15
         dying_receiver.join(timeout=30)
         assert dying_receiver.exitcode == 18
     finally:

@@ -1,11 +1,11 @@
 """verl's real ``main_ppo`` on the CPU backend, one run per algorithm family, asserting on what verl logged.
 
-Five runs on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
+Four runs (five with the extended tier) on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
 profile, made by :func:`background_runs` in a child process while the rest of the suite runs
 (tests/background_runs.py). ``rec`` + ``red_weight`` goes through the quickstart with two trainer ranks, exactly the
 README's ``python -m verl_ext.cpu.quickstart -- trainer.n_gpus_per_node=2`` (``python -m
 verl.trainer.main_ppo`` in a child process with its own Ray, as a user runs it: two FSDP2 ranks over gloo, two
-rollout replicas), started first and left running beside the other four, which share one Ray start-up
+rollout replicas), started first and left running beside the others (three; four with the extended tier), which share one Ray start-up
 (:class:`verl_ext.cpu.ray_session.CPURaySession`, with a logical GPU for the trainer and one for the split's engine):
 
 - ``rec`` + ``rec_oneside_nois`` for 2 steps, saving a checkpoint at step 2;
@@ -15,8 +15,8 @@ rollout replicas), started first and left running beside the other four, which s
   tests/staleness/test_e2e_cpu.py; OPMD ran on a GPU in the plan's resumed run, docs/gpu.md);
 - ``rec`` + ``rec_oneside_nois`` again, with ``trainer.v1.trainer_mode=delayed_sync`` at (m, n) = (1, 0):
   zero staleness, which must be verl's ``sync`` run above number for number (the same seed: the rollout's
-  per-request seeds, verl_ext.seeding; the same batch order, verl_ext.batch_order), ``extended`` (the split's
-  run below is ``delayed_sync`` at (1, 0) too, with the engine on its own pool, and must equal ``sync`` as well);
+  per-request seeds, verl_ext.seeding; the same batch order, verl_ext.batch_order): the project's headline
+  exactness claim on the default (colocated) path, in the default suite;
 - the same (1, 0) with the rollout engine on its own pool (``actor_rollout_ref.hybrid_engine=false``: a standalone
   replica on its own logical GPU, the trainer's workers hold no rollout, weights through verl-ext's ``gloo``
   checkpoint engine): the explorer/trainer split at zero staleness, which must be verl's ``sync`` number for number
@@ -69,7 +69,8 @@ def trained_steps(family: str) -> list[int]:
 
 
 def background_runs(root):
-    """The four runs (in a child process, see the module docstring); the quickstart beside the session."""
+    """The four runs (five with the extended tier; in a child process, see the module docstring); the quickstart
+    beside the session."""
     from concurrent.futures import ThreadPoolExecutor
 
     from verl_ext.checkpoint_backends import CPU_BACKEND
@@ -103,7 +104,7 @@ def background_runs(root):
                     overrides=(*algorithm_overrides(RESUMED_FAMILY), "trainer.resume_mode=auto"),
                 )
             ).raise_for_error()
-            results["delayed_sync_1_0"] = None if not extended_runs_wanted() else session.run(
+            results["delayed_sync_1_0"] = session.run(
                 Run(
                     "rec_oneside_nois_delayed_sync_1_0",
                     steps=STEPS,
@@ -341,7 +342,6 @@ def test_the_multi_rank_quickstart_sharded_the_actor_and_served_from_two_replica
     assert len(set(re.findall(r"\(WorkerDict pid=(\d+)", result.log_path.read_text()))) == 2
 
 
-@pytest.mark.extended
 def test_delayed_sync_at_zero_staleness_is_verls_sync_step_for_step(runs):
     """(m, n) = (1, 0) and verl's own sync trainer, same seed and data: every logged number of every step
     (reward, loss, grad norm, clip fractions, lengths, ...; not the timings and memory) and the checksum of

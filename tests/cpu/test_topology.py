@@ -19,6 +19,9 @@ from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology, check_cpu_topology
 from verl_ext.driver_checks import check_run_config
 from verl_ext.staleness.config import engine_pool_overrides
 
+# real Ray nodes start here (tens of seconds on two cores, minutes when they are loaded): above pytest.ini's limit
+pytestmark = pytest.mark.timeout(300)
+
 REPO = Path(__file__).resolve().parents[2]
 # the rollout engine on its own pool of one logical GPU (the explorer/trainer split), weights over gloo
 SPLIT = ("trainer.v1.trainer_mode=delayed_sync", *engine_pool_overrides(1, 1, "gloo"))

