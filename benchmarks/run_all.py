@@ -36,7 +36,8 @@ plugin_import   bench_plugin_import.py     ``import verl`` with verl-ext's plugi
 ==============  =========================  ======================================================
 
 Each benchmark prints its full report, then one ``HEADLINE`` line (``headline.py``); at the end this
-script prints every benchmark's headline figures side by side in one table, the one the README records.
+script prints every benchmark's headline figures side by side in one table (keep a run's figures as a record:
+benchmarks/results/README.md; docs/results.md shows them).
 Each benchmark runs in its own process, with this machine's load average printed before it (figures on
 a busy machine are slower; compare runs taken on the same machine at similar load). A benchmark that is
 missing or fails is reported and the others still run; the exit status is 1 if any failed.

@@ -7,7 +7,7 @@
 # the step's batch, without new prompts (trainer.v1.delayed_sync.zero_variance_masking; run names end in -zvm;
 # ZERO_VARIANCE_MASKING=0 turns it off). See docs/run-scripts.md and docs/staleness.md.
 #
-# Runs every cell of its grid (verl_ext/experiments/figures.py), one after the other; restrict it with
+# Runs every cell of its grid (verl_ext/experiments/catalogue.py), one after the other; restrict it with
 # SETTINGS=... (the names: verl-ext experiments list).
 # Extra arguments are Hydra overrides for every run. Modes: VERL_EXT_DRY_RUN=1 (check every config, no GPU),
 # VERL_EXT_CPU_SMOKE=1 (2 real steps per run on the CPU), VERL_EXT_GPU_SMOKE=1; variables: docs/run-scripts.md.

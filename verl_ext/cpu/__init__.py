@@ -16,7 +16,7 @@
   in-process executor (the lab, the tests);
 - :mod:`~verl_ext.cpu.run_comparison` -- what a run logged compared with another, number for number;
 - :mod:`~verl_ext.cpu.sharded_checkpoint` -- the actor's weights in verl's sharded checkpoint, joined;
-- :mod:`~verl_ext.cpu.quickstart` -- the README's main job.
+- :mod:`~verl_ext.cpu.quickstart` -- the README's quickstart.
 
 Docs: ``docs/cpu-backend.md``. Importing this package imports neither verl nor torch (its modules do what
 they need): ``verl-ext quickstart`` and ``verl-ext gpu-smoke`` refuse a bad argument before torch loads.
