@@ -171,7 +171,7 @@ def profile_overrides(run_folder: Path, step: int) -> tuple[str, ...]:
     """verl's torch profiler on the actor for global step ``step`` (one update), traces under ``run_folder``."""
     return ("global_profiler.tool=torch", f"global_profiler.steps=[{step}]",
             f"global_profiler.save_path={run_folder / PROFILE_FOLDER}", "actor_rollout_ref.actor.profiler.enable=True",
-            "actor_rollout_ref.actor.profiler.tool_config.torch.contents=[cuda,cpu]")
+            "actor_rollout_ref.actor.profiler.tool_config.torch.contents=[cuda]")
 
 
 def mode_run(name: str, steps: int, backend: str, response_length: int, phases=None, user_config: bool = False,
@@ -190,7 +190,7 @@ def mode_run(name: str, steps: int, backend: str, response_length: int, phases=N
 
 def run_mode(name: str, steps: int, base: Path, assets: Path, backend: str = "gpu",
              response_length: int = DEFAULT_RESPONSE_LENGTH["gpu"], timeout: float = MODE_TIMEOUT_SECONDS,
-             phases=None, user_config: bool = False, profile_step: int | None = None) -> dict:
+             phases=None, user_config: bool = False, profile_step: int | None = None, eager: bool = False) -> dict:
     """One ``main_ppo`` start of mode ``name`` and its figures (:func:`mode_figures`); for ``name`` =
     :data:`PHASED`, one start of the ``phases`` and ``{"phases": {mode: figures}}`` (:func:`phase_figures`).
     Stopped after ``timeout`` seconds, it reports the whole sync intervals it logged (``stopped_at_seconds`` set);
@@ -209,6 +209,8 @@ def run_mode(name: str, steps: int, base: Path, assets: Path, backend: str = "gp
     extra = ()
     if profile_step is not None:
         extra = profile_overrides(base / name, profile_step)
+    if eager:
+        extra += ("actor_rollout_ref.rollout.enforce_eager=True",)
     run = mode_run(name, steps, backend, response_length, phases, user_config, extra)
     result = launch(run, where, outputs, timeout=timeout)
     stopped = result.measurements is not None and not result.ok and result.measurements.wall_seconds >= timeout
@@ -526,8 +528,11 @@ def main() -> int:
                         "instead of --modes and --steps")
     parser.add_argument("--plain-config", action="store_true", help="leave out the user configuration (dynamic "
                         "batch sizes, fused kernels, vLLM CUDA graphs): the GPU profile's small-run settings")
-    parser.add_argument("--profile-update", action="store_true", help="GPU only: verl's torch profiler around the "
-                        "actor's update of the second step; a kernel summary goes into the result (profile)")
+    parser.add_argument("--enforce-eager", action="store_true", help="the user configuration with vLLM eager (no "
+                        "CUDA-graph capture: a shorter start-up, slower small-batch decoding)")
+    parser.add_argument("--profile-update", action="store_true", help="GPU only: verl's torch profiler around one "
+                        "actor update that no figure averages (a --phases run: the last step of the first phase, "
+                        "which starts the next; else the second step); a kernel summary goes into the result")
     parser.add_argument("--skip-losses", action="store_true")
     parser.add_argument("--repeats", type=positive_int, default=50, help="timed loss passes per loss and shape (median)")
     parser.add_argument("--json", type=Path, default=None, help="the results file: this command's record is merged "
@@ -602,6 +607,11 @@ def main() -> int:
         print(f"error: --json {error}", file=sys.stderr)
         return 2
     user_config = args.backend == "gpu" and not args.plain_config
+    if args.enforce_eager and not user_config:
+        parser.error("--enforce-eager changes the user configuration (GPU backend, without --plain-config)")
+    profile_step = None
+    if args.profile_update:  # 1-based global step
+        profile_step = phases[0][1] if phases else 2  # a phased run: its first phase's last step (global step)
 
     from verl_ext.gpu.device import describe_device, format_device, gpu_unavailable_reason
 
@@ -643,13 +653,14 @@ def main() -> int:
                   f"{timeout:.0f} s) ...", flush=True)
             try:
                 figures = run_mode(name, steps, base, assets, args.backend, response_length, timeout, phases=phases,
-                                   user_config=user_config, profile_step=2 if args.profile_update else None)
+                                   user_config=user_config, profile_step=profile_step,
+                                   eager=args.enforce_eager)
             except StoppedEarly as stopped:
                 print(f"  {stopped}", flush=True)
                 left.append(name)
                 continue
             if args.profile_update:
-                record["profile"] = profile_summary(base / name / PROFILE_FOLDER)
+                record["profile"] = {"global_step": profile_step, **profile_summary(base / name / PROFILE_FOLDER)}
             if name == PHASED:
                 shared = {key: value for key, value in figures.items() if key not in ("phases", "steps")}
                 for phase, phase_figures_ in figures["phases"].items():
@@ -671,7 +682,7 @@ def main() -> int:
               "first, whole sync intervals)")
         print_modes(record["modes"])
     if record.get("profile"):
-        print("\nthe update of step 2, torch profiler: top kernels by device time")
+        print(f"\nthe update of step {record['profile']['global_step']}, torch profiler: top kernels by device time")
         for row in record["profile"]["top_kernels"]:
             print(f"  {row['seconds']:8.3f} s {100 * (row['share'] or 0):5.1f}%  {row['name'][:100]}")
     if record.get("losses"):
