@@ -1,39 +1,34 @@
 """Benchmark: verl's ``sync`` mode against ``delayed_sync`` on one GPU at the scale users train, and every loss
-against verl's ``vanilla`` on CUDA.
+against verl's ``vanilla`` on CUDA (how to use it, and the one-lease command: docs/gpu.md).
 
-    python3 benchmarks/bench_gpu.py --modes sync --json outputs/bench_gpu.json --skip-losses           # one start
-    python3 benchmarks/bench_gpu.py --modes delayed_4_0 --json outputs/bench_gpu.json --skip-losses    # the next
-    python3 benchmarks/bench_gpu.py --modes sync --steps 3 --response-length 512 --budget 370 ...      # in a lease
-    python benchmarks/bench_gpu.py --backend cpu --modes sync,delayed_4_0 --skip-losses               # rehearsal
+    python3 benchmarks/bench_gpu.py --phases sync:4,delayed_4_1_overlap:12,delayed_4_0:12 --response-length 512 \
+        --enforce-eager --profile-update --skip-losses --budget 570                # every mode after one start-up
+    python3 benchmarks/bench_gpu.py --modes sync,delayed_4_0 --steps 9 --skip-losses   # one start per mode
+    python benchmarks/bench_gpu.py --backend cpu --phases sync:4,delayed_4_1_overlap:12,delayed_4_0:12 --skip-losses
 
 1. Trainer modes, on the same work: the scale assets (``--size``, default ``qwen2.5-0.5b``: Qwen2.5-0.5B's
-   dimensions, random weights, a 151,936-id tokenizer; ``verl-ext tiny-assets --size ...``, built if missing), the
-   letters task with every response ``--response-length`` tokens long (vLLM's ``ignore_eos``), 16 prompts x 4
-   responses per step, the same prompts in every mode (one data seed), REC-OneSide-NoIS, FSDP2 actor and a
-   colocated vLLM in bf16 (the GPU profile, :func:`verl_ext.gpu.profile.scale_overrides`). Modes (:data:`MODES`):
-   verl's ``sync``; ``delayed_sync`` (4, 0); (4, 1) without and with ``overlap`` (a resident engine generating
-   the next batches while the actor trains; overlap needs n >= 1). One ``main_ppo`` start per mode, each a
-   child process: ``--modes`` picks them, ``--json FILE`` merges the figures of several commands (a file from
-   another device or size is started afresh), ``--budget SECONDS`` stops a command's last run in time and keeps
-   the whole sync intervals it logged (a mode with too few is left for another call: exit 3). Measured on an
-   H200 at 1,024 tokens (docs/gpu.md): start-up ~3-3.5 min, ``sync`` ~37 s a step, so one mode per command and
-   the two modes need ``--response-length 512`` to fit one 15-minute lease after the kit. Reported per mode:
-   start-up (launch to the training loop), steps/s and generated tokens/s over the steps after the first, cut
-   to whole sync intervals (each holds one generation: :func:`mode_figures`), the mean weight-push
-   time (``timing_s/update_weights`` of the steps that pushed), the time per step split as verl logs it
-   (``timing_s/*``: ``gen`` -- generation, with the engine's wake-up and sleep in ``sync`` mode;
-   ``update_weights``; ``old_log_prob``; ``ref``; ``adv``; ``update_actor``; averaged over the same steps, so a
-   push and its interval's generation every m steps count 1/m), the peak GPU memory of all processes (``nvidia-smi``; on the
-   CPU backend the peak PSS) and the actor's own peak (verl's ``actor/perf/max_memory_allocated_gb``).
+   dimensions, random weights, a 151,936-id tokenizer; built if missing), the letters task with every response
+   ``--response-length`` tokens long (vLLM's ``ignore_eos``), 16 prompts x 4 responses per step, the same prompts in
+   every mode (one data seed), REC-OneSide-NoIS, FSDP2 actor and a colocated vLLM in bf16 (the GPU profile,
+   :func:`verl_ext.gpu.profile.scale_overrides`), with a user's configuration on a GPU (:data:`USER_CONFIG`).
+   Modes (:data:`MODES`): verl's ``sync``; ``delayed_sync`` (4, 0); (4, 1) without and with ``overlap``.
+   ``--modes``: one ``main_ppo`` start per mode; ``--phases MODE:STEPS,...``: every mode in one start
+   (``trainer.v1.delayed_sync.phases``; ``sync`` is ``delayed_sync`` (1, 0) step for step), each phase reported
+   apart over its own window (:func:`phase_figures`). Reported per mode: start-up, ``steps_averaged``, steps/s and
+   generated tokens/s over whole sync intervals after the first step (each holds one generation), the actor's MFU
+   (verl's ``perf/mfu/actor``), the mean weight-push time, the time per step split as verl logs it (``timing_s/*``),
+   the peak GPU memory (``nvidia-smi``; on the CPU backend the peak PSS) and the actor's own peak.
+   ``--profile-update`` adds a torch-profiler summary of one update no figure averages.
 2. Losses: forward+backward of each loss on the same CUDA tensors in this process (float32), timed with CUDA
    events (median of ``--repeats`` after warm-up), and the peak CUDA memory the pass allocates beyond its
    inputs; as ratios to ``vanilla``. The loss set is ``benchmarks/bench_losses.py``'s.
 
-HEADLINE: each mode's steps/s and tokens/s, and the ratio of each ``delayed_sync`` mode to ``sync``. Every
-figure is printed with the GPU model, driver and versions. Without a CUDA GPU and vLLM (``--backend gpu``) it
-prints why and exits 0 (skipped). ``--backend cpu`` runs the same modes on the CPU backend with the scale
-builder's CPU size (``scale-cpu``, 128-token responses, 8 prompts x 4; the CPU rollout has no ``ignore_eos``, and
-a random model over 4,096 ids rarely ends a response early): a rehearsal of the benchmark, no GPU figure.
+The result file (``--json``, default ``benchmarks/results/bench_gpu.json``; ``benchmarks/gpu_results.py``) keeps one
+record per device, size, response length and commit, never replacing another's. HEADLINE: each mode's steps/s,
+tokens/s and MFU, and the ratio of each ``delayed_sync`` mode to ``sync``. Without a CUDA GPU and vLLM
+(``--backend gpu``) it prints why and exits 0, writing nothing. ``--backend cpu`` runs the same modes on the CPU
+backend with the scale builder's CPU size (``scale-cpu``, 128-token responses, 8 prompts x 4): a rehearsal of the
+benchmark, no GPU figure.
 """
 
 from __future__ import annotations
@@ -606,9 +601,11 @@ def main() -> int:
     except ResultsFileError as error:
         print(f"error: --json {error}", file=sys.stderr)
         return 2
-    user_config = args.backend == "gpu" and not args.plain_config
+    # the user configuration on both backends: the CPU rehearsal runs its actor keys (dynamic batch sizes, verl's
+    # fused kernels with their default torch implementation); the CPU rollout has no CUDA graphs to capture
+    user_config = not args.plain_config
     if args.enforce_eager and not user_config:
-        parser.error("--enforce-eager changes the user configuration (GPU backend, without --plain-config)")
+        parser.error("--enforce-eager changes the user configuration (without --plain-config)")
     profile_step = None
     if args.profile_update:  # 1-based global step
         profile_step = phases[0][1] if phases else 2  # a phased run: its first phase's last step (global step)

@@ -290,7 +290,7 @@ def test_the_profile_summary_ranks_kernels_by_device_time(tmp_path):
     (["--modes", ",", "--skip-losses"], "names no mode"),
     (["--modes", "sync", "--phases", LEASE_PHASES], "give --phases or --modes, not both"),
     (["--backend", "cpu", "--skip-losses", "--profile-update"], "--profile-update profiles the update on a GPU"),
-    (["--backend", "cpu", "--skip-losses", "--enforce-eager"], "--enforce-eager changes the user configuration"),
+    (["--backend", "cpu", "--skip-losses", "--plain-config", "--enforce-eager"], "--enforce-eager changes the user configuration"),
 ])
 def test_bad_options_are_refused_before_anything_runs(argv, message):
     result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_gpu.py"), *argv],
