@@ -387,7 +387,7 @@ def print_modes(modes: dict) -> None:
                   f"{m.get('tokens_per_second') or nan:>10.0f}{m.get('push_seconds') or nan:>8.2f}"
                   + "".join(f"{m['phase_seconds'][p]:>15.3f}" for p in PHASES[:-1])
                   + f"{peak:>10.1f}{m['actor_peak_allocated_gib'] or nan:>11.2f}"
-                  + f"{100 * (m.get('actor_mfu') or nan):>9.1f}%")
+                  + f"{100 * (nan if m.get('actor_mfu') is None else m['actor_mfu']):>9.1f}%")
 
 
 def loss_ratios(losses: dict) -> tuple[list[float], list[float]]:
