@@ -289,7 +289,7 @@ def summarize(resolved: dict) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         "behaviour policy: rollout log-probs (bypass_mode=true)" if bypass else
         "recomputed by the current actor (bypass_mode=false) " + pairs("algorithm.rollout_correction.rollout_is", "algorithm.rollout_correction.rollout_is_threshold"),
     ))
-    lines.append(("staleness", _staleness_line(s)))
+    lines.append(("staleness", _staleness_line(s, value_at(resolved, "trainer.v1.delayed_sync.phases"))))
     from verl_ext.checks.lora import lora_summary
 
     if (lora_line := lora_summary(resolved)) is not None:
@@ -349,10 +349,20 @@ def _seeds_line(s: dict[str, Any]) -> str:
     return f"{seeds}; sampling: {sampling}"
 
 
-def _staleness_line(s: dict[str, Any]) -> str:
+def _staleness_line(s: dict[str, Any], phases: Any = None) -> str:
     mode = s["trainer.v1.trainer_mode"]
     if mode != "delayed_sync":
         return f"trainer_mode={mode} (verl's own; no controlled staleness)"
+    if phases:  # several settings in one run (docs/staleness.md#phases)
+        from verl_ext.staleness.config import read_phases
+        from verl_ext.staleness.schedule import PhasedSchedule
+
+        schedule = PhasedSchedule(read_phases(phases))
+        text = "delayed_sync phases " + ", ".join(f"{phase.label} from step {phase.start}" for phase in schedule.phases)
+        steps = s["trainer.total_training_steps"]
+        if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+            text += f"; over {steps} steps: {schedule.sync_count(steps)} weight pushes"
+        return text
     from verl_ext.staleness.schedule import StalenessSchedule
 
     schedule = StalenessSchedule(

@@ -28,6 +28,8 @@ def another_value(name: str):
         return not default
     if isinstance(default, int):
         return default + 3
+    if isinstance(default, tuple):  # phases: a valid list of two
+        return [{"start_step": 0, "sync_interval": 1}, {"start_step": 1, "sync_interval": 2}]
     return default / 2  # a fraction: actor_memory_fraction
 
 

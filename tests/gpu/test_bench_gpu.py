@@ -2,6 +2,7 @@
 reads); its per-mode figures, computed from a real run's logged steps, agree with the smoke summary's."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -166,3 +167,133 @@ def test_a_run_stopped_at_the_budget_reports_its_whole_intervals(monkeypatch, tm
         bench_gpu.run_mode("delayed_4_0", 9, tmp_path, tmp_path / "assets", "cpu", 128, timeout=300.0)
     _stand_in_launch(monkeypatch, logged, wall_seconds=250.0, returncode=0)
     assert "stopped_at_seconds" not in bench_gpu.run_mode("sync", 9, tmp_path, tmp_path / "assets", "cpu", 128, timeout=300.0)
+
+
+# --- several modes in one start (--phases), the user configuration, the profile summary ---------------------------
+
+LEASE_PHASES = "sync:4,delayed_4_1_overlap:12,delayed_4_0:12"
+
+
+def test_the_phases_of_a_lease_are_the_modes_settings_in_one_schedule():
+    """--phases builds trainer.v1.delayed_sync.phases from each mode's own (m, n, overlap): verl's sync is (1, 0);
+    the config's own check reads it back; overlap makes the engine resident for the whole run."""
+    import bench_gpu
+
+    from verl_ext.staleness.schedule import PhasedSchedule
+
+    phases = bench_gpu.parse_phases(LEASE_PHASES)
+    schedule = bench_gpu.phased_schedule(phases)
+    assert isinstance(schedule, PhasedSchedule)
+    assert [(p.start, p.schedule.sync_interval, p.schedule.sync_offset, p.overlap) for p in schedule.phases] == [
+        (0, 1, 0, False), (4, 4, 1, True), (16, 4, 0, False)]
+    overrides = bench_gpu.phase_overrides(phases)
+    assert "actor_rollout_ref.rollout.free_cache_engine=false" in overrides
+    assert [len(window.averaged) for window in schedule.windows(28)] == [2, 8, 8]
+
+
+def test_the_phased_run_composes_with_the_user_configuration_and_passes_the_drivers_checks(tmp_path):
+    """The lease's run on the GPU profile with every USER_CONFIG key: each key exists in the installed verl (Hydra
+    refuses an unknown one) and the composed run passes verl's validate_config and verl-ext's checks."""
+    import bench_gpu
+
+    from verl_ext import preflight
+    from verl_ext.gpu.backend import GPU_PROJECT, GPUBackend
+    from verl_ext.runs.compose import compose
+    from verl_ext.runs.launch import Outputs
+
+    phases = bench_gpu.parse_phases(LEASE_PHASES)
+    run = bench_gpu.mode_run(bench_gpu.PHASED, 28, "gpu", 512, phases, user_config=True,
+                             extra=bench_gpu.profile_overrides(tmp_path / "run", 2))
+    composed = compose(run, GPUBackend(tmp_path / "assets"), Outputs(tmp_path, project=GPU_PROJECT))
+    [result] = preflight.preflight_many([(bench_gpu.PHASED, composed)])
+    assert result.ok, result.error
+    for key, value in bench_gpu.USER_CONFIG.items():
+        assert f"{key}={value}" in composed.arguments
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("sync:4", "two phases at least"),
+    ("sync:4,nope:8", "unknown mode 'nope'"),
+    ("sync:4,sync:4", "sync given twice"),
+    ("sync:x,delayed_4_0:12", "the steps of a phase are an integer"),
+    ("sync:4,delayed_4_0:0", "the steps of a phase are an integer"),
+    ("delayed_4_0:6,sync:4", r"phases\[1\].start_step=6 is invalid: allowed values are 0 \+ a multiple of 4"),
+    ("sync:2,delayed_4_0:12", "sync would average no whole sync interval"),
+])
+def test_bad_phases_are_refused_before_anything_runs(spec, message):
+    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_gpu.py"), "--phases", spec, "--backend",
+                             "cpu", "--skip-losses"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert re.search(message, result.stderr), result.stderr
+
+
+def _phased_records(phases, lengths: dict[int, int] | None = None):
+    """Logged steps of a phased run as the trainer logs them, from the H200 sync steps' figures: the time split
+    of each step says what it did (the fixture's real step for a sync step, a training-only step otherwise)."""
+    import bench_gpu
+
+    sync = trained_steps(read_metrics_file(GPU_SYNC).steps)
+    delayed = trained_steps(read_metrics_file(GPU_DELAYED).steps)
+    schedule = bench_gpu.phased_schedule(phases)
+    total = sum(count for _, count in phases)
+    records = []
+    for step in range(total):
+        base = dict(sync[1] if schedule.synced_after(step) else delayed[1])
+        base["training/global_step"] = step + 1
+        base["step"] = step + 1
+        base["perf/mfu/actor"] = 0.01 * (1 + schedule.phase_index(step))
+        records.append(base)
+    return records
+
+
+def test_each_phase_is_reported_apart_over_its_own_window():
+    import bench_gpu
+
+    phases = bench_gpu.parse_phases("sync:4,delayed_4_0:12")
+    records = _phased_records(phases)
+    figures = bench_gpu.phase_figures(records, phases, responses_per_step=64)["phases"]
+    assert figures["sync"]["steps_averaged"] == 2 and figures["sync"]["averaged_steps"] == [2, 3]
+    assert figures["delayed_4_0"]["steps_averaged"] == 8 and figures["delayed_4_0"]["averaged_steps"] == [6, 13]
+    window = [records[step] for step in range(5, 13)]
+    assert figures["delayed_4_0"]["seconds_per_step"] == pytest.approx(
+        sum(record["timing_s/step"] for record in window) / 8)
+    assert figures["sync"]["actor_mfu"] == pytest.approx(0.01) and figures["delayed_4_0"]["actor_mfu"] == pytest.approx(0.02)
+    # a run stopped at its budget: the whole intervals it logged, a phase without one left out
+    cut = bench_gpu.phase_figures(records[:10], phases, responses_per_step=64)["phases"]
+    assert cut["delayed_4_0"]["steps_averaged"] == 4 and "sync" in cut
+    assert "delayed_4_0" not in bench_gpu.phase_figures(records[:8], phases)["phases"]
+
+
+def test_the_profile_summary_ranks_kernels_by_device_time(tmp_path):
+    import gzip
+
+    import bench_gpu
+
+    events = [{"ph": "X", "cat": "kernel", "name": "gemm", "dur": 3000}, {"ph": "X", "cat": "kernel", "name": "gemm", "dur": 1000},
+              {"ph": "X", "cat": "kernel", "name": "softmax", "dur": 1000},
+              {"ph": "X", "cat": "user_annotation", "name": "update_actor", "dur": 9000},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "dur": 5000}]
+    (tmp_path / "rank0").mkdir()
+    with gzip.open(tmp_path / "rank0" / "trace.json.gz", "wt") as file:
+        json.dump({"traceEvents": events}, file)
+    summary = bench_gpu.profile_summary(tmp_path)
+    assert summary["kernel_seconds"] == pytest.approx(0.005)
+    assert [(row["name"], row["share"]) for row in summary["top_kernels"]] == [("gemm", pytest.approx(0.8)),
+                                                                             ("softmax", pytest.approx(0.2))]
+    assert summary["annotated_seconds"] == {"update_actor": pytest.approx(0.009)}
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--response-length", "0"], "argument --response-length: 0 is not >= 1"),
+    (["--repeats", "0"], "argument --repeats: 0 is not >= 1"),
+    (["--modes", "sync,sync", "--skip-losses"], "--modes: sync given twice"),
+    (["--modes", ",", "--skip-losses"], "names no mode"),
+    (["--modes", "sync", "--phases", LEASE_PHASES], "give --phases or --modes, not both"),
+    (["--backend", "cpu", "--skip-losses", "--profile-update"], "--profile-update profiles the update on a GPU"),
+    (["--backend", "cpu", "--skip-losses", "--plain-config", "--enforce-eager"], "--enforce-eager changes the user configuration"),
+])
+def test_bad_options_are_refused_before_anything_runs(argv, message):
+    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_gpu.py"), *argv],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr, result.stderr

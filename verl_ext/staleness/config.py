@@ -10,10 +10,10 @@ reward worker exists. Every error names the config key and the values it accepts
 from dataclasses import dataclass, fields
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from verl_ext.config_values import ConfigError, is_finite_number, reject, require_bool, require_int
-from verl_ext.staleness.schedule import StalenessSchedule
+from verl_ext.staleness.schedule import Phase, PhasedSchedule, StalenessSchedule
 from verl_ext.staleness.setting import CONFIG_KEY, TRAINER_MODE, check_setting
 
 
@@ -45,6 +45,10 @@ class DelayedSyncConfig:
     # with overlap: the share of each GPU the actor needs (FSDP parameters, gradients, optimizer state,
     # activations) next to the resident engine's actor_rollout_ref.rollout.gpu_memory_utilization
     actor_memory_fraction: float = 0.4
+    # several settings in one run, each from a given step on (a measurement of several schedules after one
+    # start-up): a list of {start_step, sync_interval, sync_offset, overlap}, checked by read_phases; empty: one
+    # setting, the keys above
+    phases: tuple = ()
 
     def __post_init__(self):
         check_setting(self.sync_interval, self.sync_offset, self.offline, prefix=f"{CONFIG_KEY}.")
@@ -52,14 +56,90 @@ class DelayedSyncConfig:
             require_bool(f"{CONFIG_KEY}.{key}", getattr(self, key))
         if not _is_fraction(self.actor_memory_fraction):
             reject(f"{CONFIG_KEY}.actor_memory_fraction", self.actor_memory_fraction, FRACTION)
+        object.__setattr__(self, "phases", read_phases(self.phases))
+        if self.phases:
+            for key, default in (("sync_interval", 1), ("sync_offset", 0), ("offline", False), ("overlap", False)):
+                if getattr(self, key) != default:
+                    reject(f"{CONFIG_KEY}.{key}", getattr(self, key),
+                           f"{str(default).lower()} (its default) with {PHASES_KEY} set",
+                           "Each phase sets its own sync_interval, sync_offset and overlap.")
 
-    def schedule(self) -> StalenessSchedule:
+    def schedule(self) -> StalenessSchedule | PhasedSchedule:
+        """The run's schedule: its one setting, or its phases'."""
+        if self.phases:
+            return PhasedSchedule(self.phases)
         return StalenessSchedule(
             sync_interval=self.sync_interval, sync_offset=self.sync_offset, offline=self.offline
         )
 
+    @property
+    def any_overlap(self) -> bool:
+        """Whether some step overlaps generation with training (the run then needs a resident engine)."""
+        return self.overlap or any(phase.overlap for phase in self.phases)
+
+    def overlap_at(self, step: int) -> bool:
+        """Whether the batches of training step ``step`` are generated in the background."""
+        return self.schedule().overlap_at(step) if self.phases else self.overlap
+
 
 KEYS = tuple(field.name for field in fields(DelayedSyncConfig))
+PHASES_KEY = f"{CONFIG_KEY}.phases"
+PHASE_KEYS = ("start_step", "sync_interval", "sync_offset", "overlap")
+
+
+def read_phases(value: Any) -> tuple[Phase, ...]:
+    """``trainer.v1.delayed_sync.phases`` -> its phases (empty: no phases); a ConfigError naming the phase and key.
+
+    Each phase is a mapping of ``start_step`` (the first training step it runs, 0-based), ``sync_interval``,
+    ``sync_offset`` and ``overlap`` (default false). The first starts at step 0, each later one after the one before,
+    on a sync-interval boundary of it (its start minus the previous start a multiple of the previous
+    sync_interval) and after the previous phase's start-up (at least m * (floor(n / m) + 1) steps), so that no
+    batch crosses a boundary (:class:`verl_ext.staleness.schedule.PhasedSchedule`). Two phases at least.
+    """
+    if isinstance(value, tuple) and all(isinstance(phase, Phase) for phase in value):
+        return value  # already read
+    if isinstance(value, (DictConfig, ListConfig)):
+        value = OmegaConf.to_container(value, resolve=True)
+    if value is None or (isinstance(value, (list, tuple)) and len(value) == 0):
+        return ()
+    allowed = ("a list of two or more mappings {start_step, sync_interval, sync_offset, overlap}, "
+               "the first with start_step=0")
+    if not isinstance(value, (list, tuple)) or len(value) < 2:
+        reject(PHASES_KEY, value, allowed)
+    phases: list[Phase] = []
+    for index, item in enumerate(value):
+        where = f"{PHASES_KEY}[{index}]"
+        if not isinstance(item, dict):
+            reject(where, item, "a mapping with keys " + ", ".join(PHASE_KEYS))
+        unknown = sorted(set(item) - set(PHASE_KEYS))
+        if unknown:
+            raise ConfigError(f"{where} has unknown key(s) {', '.join(map(str, unknown))}: allowed keys are "
+                              f"{', '.join(PHASE_KEYS)}.")
+        for key in ("start_step", "sync_interval"):
+            if key not in item:
+                raise ConfigError(f"{where} has no {key}: each phase needs start_step and sync_interval "
+                                  "(sync_offset and overlap default to 0 and false).")
+        start = require_int(f"{where}.start_step", item["start_step"], 0)
+        check_setting(item["sync_interval"], item.get("sync_offset", 0), False, prefix=f"{where}.")
+        overlap = require_bool(f"{where}.overlap", item.get("overlap", False))
+        schedule = StalenessSchedule(item["sync_interval"], item.get("sync_offset", 0))
+        if index == 0 and start != 0:
+            reject(f"{where}.start_step", start, "0 (the first phase starts the run)")
+        if index > 0:
+            before = phases[-1]
+            length, m = start - before.start, before.schedule.sync_interval
+            least = before.schedule.startup_steps()
+            if length < least or length % m:
+                reject(f"{where}.start_step", start,
+                       f"{before.start} + a multiple of {m} (phase {index - 1}'s sync_interval) that is at least "
+                       f"{least} (its start-up), e.g. {before.start + least}, {before.start + least + m}",
+                       "A phase starts on a sync-interval boundary of the phase before it, after that phase's "
+                       "start-up, so that no batch is generated for one phase and trained in another.")
+        if overlap and schedule.sync_offset == 0:
+            reject(f"{where}.sync_offset", 0, f"an integer >= 1 with {where}.overlap=true",
+                   "With sync_offset=0 every step after a push waits for the whole generation: nothing to hide.")
+        phases.append(Phase(start=start, schedule=schedule, overlap=overlap))
+    return tuple(phases)
 FRACTION = "a number > 0 and < 1"
 
 # With overlap, engine and actor share every GPU for the whole run; this much stays free for the CUDA
@@ -152,9 +232,32 @@ def delayed_sync_config_from(config: DictConfig) -> DelayedSyncConfig:
         _check_colocated_engine(config)
     if block.zero_variance_masking:
         _check_zero_variance_masking(config)
-    if block.overlap:
+    if block.any_overlap:
         _check_overlap(config, block, split)
+    if block.phases:
+        _check_phases(config, block)
     return block
+
+
+def _check_phases(config: DictConfig, block: DelayedSyncConfig) -> None:
+    """A phased run is a measurement of several schedules after one start: every phase runs (the last starts before
+    ``trainer.total_training_steps``), and it neither saves checkpoints nor resumes (a checkpoint's state holds one
+    setting)."""
+    last = block.phases[-1].start
+    steps = OmegaConf.select(config, "trainer.total_training_steps", default=None)
+    if steps is not None and steps <= last:
+        _reject("trainer.total_training_steps", steps, f"an integer > {last} with {PHASES_KEY} (the last phase "
+                f"starts at step {last}, 0-based)", "A phase that never runs would be silently dropped.")
+    save_freq = OmegaConf.select(config, "trainer.save_freq", default=-1)
+    if save_freq not in (-1, 0, None):
+        _reject("trainer.save_freq", save_freq, f"-1 with {PHASES_KEY}",
+                "A phased run measures schedules; a checkpoint's state records one setting, so it saves none.")
+    from verl_ext.checks.resume import resumed_folder
+
+    folder = resumed_folder(config)
+    if folder is not None:
+        _reject("trainer.resume_mode", OmegaConf.select(config, "trainer.resume_mode"), f"disable with {PHASES_KEY}",
+                f"A phased run starts afresh; it would resume {folder}.")
 
 
 BYPASS_MODE = "algorithm.rollout_correction.bypass_mode"
@@ -308,7 +411,7 @@ def _check_overlap(config: DictConfig, block: DelayedSyncConfig, split: bool = F
         "A colocated engine that frees its cache sleeps between generations and discards its weights, so "
         "it cannot generate while the actor trains; overlap needs it resident (weights and KV cache kept).",
     )
-    if block.sync_offset == 0 and not block.offline:
+    if block.overlap and block.sync_offset == 0 and not block.offline:
         _reject(
             f"{CONFIG_KEY}.sync_offset",
             0,
@@ -387,6 +490,8 @@ def check_staleness_keys(config: DictConfig) -> None:
     for field in fields(DelayedSyncConfig):
         value, default = getattr(block, field.name), getattr(defaults, field.name)
         if value != default:
+            if field.name == "phases":  # as the user wrote it, not as read
+                value, default = OmegaConf.to_container(OmegaConf.select(config, PHASES_KEY), resolve=True), []
             _reject(
                 f"{CONFIG_KEY}.{field.name}",
                 value,

@@ -177,3 +177,168 @@ def _check_total(total_steps: int) -> None:
 def _check_step(step: int) -> None:
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ValueError(f"a training step is an integer >= 0 (0-based), got {step!r}")
+
+
+# ---------------------------------------------------------------------------------------------- phases
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a :class:`PhasedSchedule`: from global training step ``start`` (0-based) on, ``schedule``'s
+    (m, n) with or without ``overlap``."""
+
+    start: int
+    schedule: StalenessSchedule
+    overlap: bool = False
+
+    @property
+    def label(self) -> str:
+        """``sync_interval_4_offset_1`` (the setting's name), ``+overlap`` when it overlaps."""
+        return self.schedule.label + ("+overlap" if self.overlap else "")
+
+
+@dataclass(frozen=True)
+class PhaseWindow:
+    """The steps of one phase a benchmark averages: ``first`` (the phase's first step, reported apart as a run's
+    first step is) and ``averaged`` (whole sync intervals after it, each holding its own generation and nothing
+    of another phase)."""
+
+    phase: int
+    first: int
+    averaged: range
+
+
+class PhasedSchedule:
+    """Several staleness settings in one run: phase i runs its (m_i, n_i) from step s_i on as a run of its own
+    would from its start, with the weights it starts with.
+
+    Inside phase i (steps s_i <= l < s_{i+1}, local step l' = l - s_i) the behaviour version is
+    v(l) = s_i + v_i(l'), v_i the phase's own :class:`StalenessSchedule`: the weights at the phase's start
+    (version s_i) generate its start-up batches, exactly as version 0 generates a run's. Pushes:
+
+    - inside a phase, the phase's own sync points whose batches lie inside the phase (a push whose batches
+      would belong to the next phase is left out: nothing would use it);
+    - at a boundary, version s_{i+1} is pushed right after step s_{i+1} - 1 and generates the next phase's
+      start-up batches;
+    - the last phase runs to the end of the run as a run of its own would (its sync points, clipped batches).
+
+    A phase other than the last is whole sync intervals of its own (s_{i+1} - s_i a multiple of m_i) and holds its
+    start-up (at least m_i * (floor(n_i / m_i) + 1) steps), so every boundary is a sync point of the phase before
+    it (for n = 0) and no batch crosses a boundary. Phases are checked by
+    :func:`verl_ext.staleness.config.read_phases`; this class takes them as given.
+    """
+
+    def __init__(self, phases: tuple[Phase, ...] | list[Phase]):
+        self.phases = tuple(phases)
+        self.starts = [phase.start for phase in self.phases]
+        self.offline = False
+
+    def __eq__(self, other):
+        return isinstance(other, PhasedSchedule) and other.phases == self.phases
+
+    def __repr__(self):
+        return f"PhasedSchedule({list(self.phases)!r})"
+
+    def phase_index(self, step: int) -> int:
+        """The phase that holds training step ``step``."""
+        _check_step(step)
+        index = 0
+        for i, start in enumerate(self.starts):
+            if start <= step:
+                index = i
+        return index
+
+    def _bounds(self, index: int) -> tuple[int, int | None]:
+        """(start, end) of phase ``index``; end None for the last phase."""
+        end = self.starts[index + 1] if index + 1 < len(self.phases) else None
+        return self.starts[index], end
+
+    def overlap_at(self, step: int) -> bool:
+        return self.phases[self.phase_index(step)].overlap
+
+    def behaviour_version(self, step: int) -> int:
+        index = self.phase_index(step)
+        start = self.starts[index]
+        return start + self.phases[index].schedule.behaviour_version(step - start)
+
+    def lag(self, step: int) -> int:
+        return step - self.behaviour_version(step)
+
+    def synced_after(self, step: int) -> bool:
+        """Whether version step + 1 is pushed right after step ``step`` (see the class docstring)."""
+        index = self.phase_index(step)
+        start, end = self._bounds(index)
+        if end is None:
+            return self.phases[index].schedule.synced_after(step - start)
+        if step + 1 == end:
+            return True  # the next phase's start-up
+        schedule = self.phases[index].schedule
+        return schedule.synced_after(step - start) and bool(
+            schedule.steps_generated_with(step + 1 - start, end - start))
+
+    def steps_generated_with(self, version: int, total_steps: int) -> range:
+        """The steps l < total_steps whose batches version ``version`` generates."""
+        if version < 0:
+            raise ValueError(f"a policy version is >= 0, got {version}")
+        index = 0
+        for i, start in enumerate(self.starts):
+            if start <= version:
+                index = i
+        start, end = self._bounds(index)
+        limit = total_steps if end is None else min(end, total_steps)
+        if limit <= start:
+            return range(0)
+        local = self.phases[index].schedule.steps_generated_with(version - start, limit - start)
+        return range(local.start + start, local.stop + start) if local else range(0)
+
+    def sync_count(self, total_steps: int) -> int:
+        """Pushes after training steps 0..total_steps-1 (the initial load not counted), in O(phases)."""
+        _check_total(total_steps)
+        count = 0
+        for index, phase in enumerate(self.phases):
+            start, end = self._bounds(index)
+            if total_steps <= start:
+                break
+            local_total = total_steps - start
+            m, n = phase.schedule.sync_interval, phase.schedule.sync_offset
+            if end is None:
+                count += phase.schedule.sync_count(local_total)
+                continue
+            length = end - start
+            # in-phase pushes: versions k*m - n (k from n // m + 1) after local step k*m - n - 1, their batches
+            # [k*m, k*m + m) inside the phase (k*m < length)
+            last_k = min(length // m - 1, (min(local_total, length) + n) // m)
+            count += max(0, last_k - (n // m + 1) + 1)
+            if local_total >= length:
+                count += 1  # the boundary push
+        return count
+
+    def windows(self, total_steps: int) -> list[PhaseWindow]:
+        """Per phase, the steps a benchmark averages: after the phase's first step, the most whole sync intervals
+        whose every push generates a whole interval inside the phase, the step that ends a phase (it also pushes
+        and generates the next phase's start-up) left out. A phase with no whole interval gets an empty range."""
+        _check_total(total_steps)
+        windows = []
+        for index, phase in enumerate(self.phases):
+            start, end = self._bounds(index)
+            stop = total_steps if end is None else min(end, total_steps)
+            m = phase.schedule.sync_interval
+            averaged = range(0)
+            whole = (stop - start - 1) // m * m if stop > start else 0
+            while whole > 0:
+                window = range(start + 1, start + 1 + whole)
+                if self._window_is_clean(index, window, stop):
+                    averaged = window
+                    break
+                whole -= m
+            windows.append(PhaseWindow(phase=index, first=start, averaged=averaged))
+        return windows
+
+    def _window_is_clean(self, index: int, window: range, stop: int) -> bool:
+        end = self._bounds(index)[1]
+        m = self.phases[index].schedule.sync_interval
+        for step in window:
+            if end is not None and step + 1 == end:
+                return False  # generates the next phase's start-up
+            if self.synced_after(step) and len(self.steps_generated_with(step + 1, stop)) != m:
+                return False  # a push whose interval is cut short by the phase's end
+        return True

@@ -219,7 +219,7 @@ class DelayedSyncTrainer(PPOTrainer):
         return 0
 
     def fit(self, agent_loop_manager):
-        if self.delayed_sync.overlap:
+        if self.delayed_sync.any_overlap:
             self._watcher = GenerationWatcher(self.generations, interval=WATCHER_POLL_SECONDS)
         try:
             super().fit(agent_loop_manager)
@@ -492,7 +492,7 @@ class DelayedSyncTrainer(PPOTrainer):
             tq.kv_batch_put(keys=step_uids, partition_id=TRAIN_PARTITION, tags=tags)
             with self.generations.dispatching(version, {step: step_uids}):
                 self.agent_loop_manager.generate_sequences(batch)
-        if self.delayed_sync.overlap:
+        if self.delayed_sync.overlap_at(steps[0]):  # a phased run may switch it at a phase's start
             logger.info(f"delayed_sync: version {version} is generating the batches of steps {steps} in the background")
             return
         self.generations.wait_for_all()
