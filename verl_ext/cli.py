@@ -180,7 +180,7 @@ def doctor_checks():
     from verl.plugin.platform import PlatformRegistry
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
-    from verl_ext.cpu.registration import ROLLOUT_NAME
+    from verl_ext.cpu_runtime.registration import ROLLOUT_NAME
 
     platform_ok = PlatformRegistry.get("cpu") is not None
     yield "cpu platform", platform_ok, "registered (selected with VERL_PLATFORM=cpu)" if platform_ok else "not registered"

@@ -11,7 +11,7 @@ hook): a process that never builds a loss, a rollout or a trainer does not pay f
   starts (:mod:`verl_ext.driver_checks`);
 - when verl imports ``core_algos``: the losses and advantage estimators;
 - when verl imports its rollout registries or ``CheckpointEngineRegistry``: the ``cpu`` rollout and the
-  ``gloo`` checkpoint engine (:mod:`verl_ext.cpu.registration`);
+  ``gloo`` checkpoint engine (:mod:`verl_ext.cpu_runtime.registration`);
 - when verl imports its v1 trainer: ``trainer.v1.trainer_mode=delayed_sync`` (:mod:`verl_ext.staleness`);
 - when verl imports its single-turn agent loop: the seeded agent loops (:mod:`verl_ext.seeded_agent_loop`);
 - when verl imports its tool parsers: the tiny counting task's (:mod:`verl_ext.tools.count_parser`).
@@ -23,7 +23,7 @@ triggers it. ``verl-ext doctor`` imports verl's registries and prints the real e
 
 import wrapt
 
-from verl_ext.cpu.registration import register_cpu_backend
+from verl_ext.cpu_runtime.registration import register_cpu_backend
 from verl_ext.driver_checks import install_driver_checks
 from verl_ext.staleness import register_staleness
 

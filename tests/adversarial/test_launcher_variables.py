@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tests.experiments.test_launch import launch
 from tests.run_scripts.scripts import REPO, planned_runs
 from verl_ext.experiments.environment import TRACKING_BACKENDS
-from verl_ext.runs.overrides import hydra_string
+from verl_ext.overrides import hydra_string
 
 RUN = ["run", "gsm8k", "grpo"]
 MODES = {"real": {}, "cpu smoke": {"VERL_EXT_CPU_SMOKE": "1"}, "dry run": {"VERL_EXT_DRY_RUN": "1"}}

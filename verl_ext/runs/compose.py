@@ -5,7 +5,7 @@ Every way of running a run goes through here: the launcher (:func:`verl_ext.runs
 or the CPU backend's in-process session), the dry run (:mod:`verl_ext.preflight`) and the run scripts' modes.
 
 :func:`compose` joins the layers, merged in this order, a key set later winning
-(:func:`verl_ext.runs.overrides.merge_overrides`):
+(:func:`verl_ext.overrides.merge_overrides`):
 
 1. the backend's profile, sized for the run (``Backend.before``: the CPU or GPU profile of a run written for
    that backend, with its bookkeeping: 2 steps, no validation, no checkpoint unless the run asks);
@@ -46,7 +46,7 @@ from typing import Any, Iterator, Optional
 from verl_ext.runs.backend import Backend
 from verl_ext.runs.claims import BACKEND_OVER, check_claims
 from verl_ext.runs.outputs import CHECKPOINTS_KEY, Outputs, RunPaths
-from verl_ext.runs.overrides import hydra_string, merge_overrides, override_key
+from verl_ext.overrides import hydra_string, merge_overrides, override_key
 from verl_ext.runs.run import Run, RunRefused
 
 MAIN_PPO = "verl.trainer.main_ppo"  # python -m MAIN_PPO --config-path=DIR --config-name=NAME overrides...

@@ -9,22 +9,22 @@
   whichever process, verl imports that module: verl's rollout package costs about a CPU-second to import,
   and most processes that ``import verl`` never use it (verl looks a rollout up only through these modules,
   so it always finds ``cpu`` there);
-- checkpoint-engine backend ``gloo`` (:mod:`verl_ext.cpu.checkpoint_engine`) in
+- checkpoint-engine backend ``gloo`` (:mod:`verl_ext.cpu_runtime.checkpoint_engine`) in
   ``verl.checkpoint_engine.CheckpointEngineRegistry`` (public), likewise when verl imports that registry;
-- the patches of :mod:`verl_ext.cpu.patches`, only when the CPU platform is selected.
+- the patches of :mod:`verl_ext.cpu_runtime.patches`, only when the CPU platform is selected.
 
 Nothing here imports verl's rollout stack, nor a verl_ext module that does: verl runs this while
-``import verl`` is still executing (see :class:`verl_ext.cpu.platform.CPUPlatformMethods`).
+``import verl`` is still executing (see :class:`verl_ext.cpu_runtime.platform.CPUPlatformMethods`).
 """
 
 from __future__ import annotations
 
 import wrapt
 
-from verl_ext.cpu.platform import PLATFORM_NAME, cpu_platform_class, is_cpu_platform_selected
+from verl_ext.cpu_runtime.platform import PLATFORM_NAME, cpu_platform_class, is_cpu_platform_selected
 
 ROLLOUT_NAME = "cpu"
-SERVER_ADAPTER_PATH = "verl_ext.cpu.server_adapter.CPUServerAdapter"
+SERVER_ADAPTER_PATH = "verl_ext.cpu_runtime.server_adapter.CPUServerAdapter"
 
 
 def _register_rollout_adapter(rollout_base) -> None:
@@ -37,11 +37,11 @@ def _register_rollout_replica(replica_module) -> None:
 
 def _register_checkpoint_engine(_base_module) -> None:
     # importing the module registers its backend (and refuses to replace another class of that name)
-    import verl_ext.cpu.checkpoint_engine  # noqa: F401
+    import verl_ext.cpu_runtime.checkpoint_engine  # noqa: F401
 
 
 def _load_cpu_rollout_replica() -> type:
-    from verl_ext.cpu.rollout_replica import CPURolloutReplica
+    from verl_ext.cpu_runtime.rollout_replica import CPURolloutReplica
 
     return CPURolloutReplica
 
@@ -67,6 +67,6 @@ def register_cpu_backend() -> None:
         wrapt.register_post_import_hook(register, module)
 
     if is_cpu_platform_selected():
-        from verl_ext.cpu.patches import apply_cpu_patches
+        from verl_ext.cpu_runtime.patches import apply_cpu_patches
 
         apply_cpu_patches()

@@ -1,7 +1,7 @@
 """The places where verl 0.9.1 leaves no extension point for a CPU run, and the minimal patch for each.
 
 No verl file is edited. The patches are installed only when the CPU platform is selected
-(``VERL_PLATFORM=cpu``, see :func:`verl_ext.cpu.registration.register_cpu_backend`), and each is guarded by
+(``VERL_PLATFORM=cpu``, see :func:`verl_ext.cpu_runtime.registration.register_cpu_backend`), and each is guarded by
 tests (``tests/cpu/test_patches.py``) that fail when a verl or torch upgrade makes it wrong or unnecessary.
 Each is also listed in :mod:`verl_ext.verl_internals` (kind ``patch``), which ``verl-ext doctor`` checks against
 the installed verl and torch (``tests/test_verl_internals.py`` keeps that list equal to :data:`PATCHES`).
