@@ -212,6 +212,11 @@ def doctor_checks():
             "(verl_ext/verl_internals.py)"
         )
 
+    from verl_ext.plugin import wiring
+
+    for row in wiring():  # the one table of what verl-ext does when verl imports a module (docs/architecture.md)
+        yield "on import", True, f"{row.module}: {row.does} ({row.when}; {row.by})"
+
     from verl_ext import recipe
 
     try:

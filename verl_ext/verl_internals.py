@@ -16,8 +16,8 @@ Kinds:
 - ``call``: verl-ext calls a private method;
 - ``patch``: verl-ext replaces a function or method for every caller in the process;
 - ``attribute write`` / ``attribute read``: verl-ext sets or reads verl's private state;
-- ``import hook``: verl-ext registers something when verl imports this module (:mod:`verl_ext.plugin`); the
-  entry names the object that must live in that module.
+- ``import hook``: verl-ext registers or patches something when verl imports this module (a row of
+  :func:`verl_ext.plugin.wiring`, the one table of them); the entry names the object that must live in that module.
 
 Not listed: verl's public functions and classes that verl-ext imports and calls (``register_trainer``,
 ``PlatformRegistry``, ``agg_loss``, ...), the abstract interfaces it implements (``RolloutReplica``,
@@ -300,4 +300,10 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
                  "the seeded agent loop is registered when verl imports its single-turn agent loop", "verl_ext/plugin.py"),
     VerlInternal(REPLAY_BUFFER, "ReplayBuffer", IMPORT_HOOK,
                  "the CPU patches of the replay buffer are installed when verl imports it", CPU_PATCHES),
+    VerlInternal("verl.experimental.agent_loop.tool_parser", "ToolParser", IMPORT_HOOK,
+                 "the tiny counting task's tool parser is registered when verl imports its tool parsers",
+                 "verl_ext/plugin.py"),
+    VerlInternal("verl.experimental.agent_loop.agent_loop", "AgentLoopWorker", IMPORT_HOOK,
+                 "the CPU patch of the agent loops' construction is installed when verl imports this module",
+                 CPU_PATCHES),
 )

@@ -19,9 +19,8 @@ Nothing here imports verl's rollout stack, nor a verl_ext module that does: verl
 
 from __future__ import annotations
 
-import wrapt
-
 from verl_ext.cpu_runtime.platform import PLATFORM_NAME, cpu_platform_class, is_cpu_platform_selected
+from verl_ext.import_hooks import OnImport, install
 
 ROLLOUT_NAME = "cpu"
 SERVER_ADAPTER_PATH = "verl_ext.cpu_runtime.server_adapter.CPUServerAdapter"
@@ -46,13 +45,15 @@ def _load_cpu_rollout_replica() -> type:
     return CPURolloutReplica
 
 
-# verl module -> what is registered into it when (and wherever) verl imports it; each is listed in
+# what is registered into which verl module when (and wherever) verl imports it; each module is listed in
 # verl_ext.verl_internals (kind "import hook"), which verl-ext doctor checks
-REGISTRATIONS_ON_IMPORT = {
-    "verl.workers.rollout.base": _register_rollout_adapter,
-    "verl.workers.rollout.replica": _register_rollout_replica,
-    "verl.checkpoint_engine.base": _register_checkpoint_engine,
-}
+ON_IMPORT = (
+    OnImport("verl.workers.rollout.base", "the cpu rollout's trainer-side adapter, in _ROLLOUT_REGISTRY",
+             _register_rollout_adapter),
+    OnImport("verl.workers.rollout.replica", "the cpu rollout replica, in RolloutReplicaRegistry", _register_rollout_replica),
+    OnImport("verl.checkpoint_engine.base", "the gloo checkpoint engine, in CheckpointEngineRegistry",
+             _register_checkpoint_engine),
+)
 
 
 def register_cpu_backend() -> None:
@@ -63,8 +64,7 @@ def register_cpu_backend() -> None:
     platform_class = cpu_platform_class()
     if PlatformRegistry.get(PLATFORM_NAME) is not platform_class:
         PlatformRegistry.register(platform=PLATFORM_NAME)(platform_class)
-    for module, register in REGISTRATIONS_ON_IMPORT.items():
-        wrapt.register_post_import_hook(register, module)
+    install(ON_IMPORT)
 
     if is_cpu_platform_selected():
         from verl_ext.cpu_runtime.patches import apply_cpu_patches
