@@ -48,3 +48,21 @@ def test_no_other_module_waits_for_an_import_its_own_way():
     users = sorted(str(path.relative_to(REPO)) for path in (REPO / "verl_ext").rglob("*.py")
                    if pattern.search(path.read_text(encoding="utf-8")))
     assert users == ["verl_ext/import_hooks.py"]
+
+
+def test_the_architecture_doc_shows_the_wiring_table_of_the_code():
+    """docs/architecture.md's wiring table has one row per verl module of verl_ext.plugin.wiring(), naming the file
+    whose action runs there and where (every process, or the CPU platform only)."""
+    from verl_ext import plugin
+
+    expected = {}
+    for row in plugin.wiring():
+        module = row.action.__module__
+        path = module.replace(".", "/") + ("/__init__.py" if module == "verl_ext.staleness" else ".py")
+        expected.setdefault(row.module, set()).add((path.removeprefix("verl_ext/"), row.when))
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(verl\.[\w.]+)` \| [^|]+ \| `([\w/.]+)` \| `?([^|`]+?)`? \|$", text, flags=re.MULTILINE)
+    shown = {}
+    for module, path, when in rows:
+        shown.setdefault(module, set()).add((path, when))
+    assert shown == expected
