@@ -51,7 +51,7 @@ sys.path.insert(0, str(REPO))
 
 from verl_ext import metric_names  # noqa: E402 -- after the checkout is on sys.path
 from verl_ext.metrics_file import read_metrics_file  # noqa: E402
-from verl_ext.runs.overrides import override_value  # noqa: E402
+from verl_ext.overrides import override_value  # noqa: E402
 
 DEFAULT_COMMIT = "daa8d72"  # the last commit whose CPU rollout generated in batches (not bit for bit)
 RUN_OVERRIDES = (

@@ -202,7 +202,7 @@ def bench_cpu(modes: Sequence[Mode], steps: int, scratch: Path, repeats: int = 1
     from verl_ext.cpu.ray_session import CPURaySession
     from verl_ext.runs.compose import compose
     from verl_ext.runs.run import Run
-    from verl_ext.cpu.topology import Topology
+    from verl_ext.cpu_runtime.topology import Topology
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = scratch / "assets"

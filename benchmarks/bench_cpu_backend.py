@@ -76,10 +76,10 @@ def bench_generation(assets: Path) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from verl_ext.cpu.generation import SamplingRequest, generate_batch_with_log_probs, prompt_width
+    from verl_ext.cpu_runtime.generation import SamplingRequest, generate_batch_with_log_probs, prompt_width
     from verl_ext.cpu.profile import DEFAULTS
-    from verl_ext.cpu.rollout_server import DEFAULT_MAX_BATCH_SIZE
-    from verl_ext.cpu.weight_checksum import weight_checksum
+    from verl_ext.cpu_runtime.rollout_server import DEFAULT_MAX_BATCH_SIZE
+    from verl_ext.cpu_runtime.weight_checksum import weight_checksum
 
     torch.set_num_threads(1)
     tokenizer = AutoTokenizer.from_pretrained(str(assets / "model"))

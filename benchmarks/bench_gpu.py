@@ -85,14 +85,14 @@ EXIT_STEPS_LEFT = 3  # a mode stopped at --budget before it logged whole sync in
 def sync_interval(name: str) -> int:
     """Gradient steps between two weight pushes in mode ``name`` (verl's ``sync`` pushes after every step): a
     window of that many consecutive steps holds exactly one generation of the interval's batches."""
-    from verl_ext.runs.overrides import override_value
+    from verl_ext.overrides import override_value
 
     return int(override_value(MODES[name], "trainer.v1.delayed_sync.sync_interval") or 1)
 
 
 def mode_setting(name: str) -> tuple[int, int, bool]:
     """(m, n, overlap) of mode ``name``; verl's ``sync`` is (1, 0) (``delayed_sync`` at (1, 0) is it step for step)."""
-    from verl_ext.runs.overrides import override_value
+    from verl_ext.overrides import override_value
 
     overrides = MODES[name]
     interval = int(override_value(overrides, "trainer.v1.delayed_sync.sync_interval") or 1)

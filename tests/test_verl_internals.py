@@ -115,7 +115,7 @@ def _may_subclass_verl(path: Path) -> bool:
 def verl_ext_classes_on_verl_bases() -> list[type]:
     """Every class with a verl class in its MRO, of each verl_ext module that may define one; and the CPU
     platform, built on first use."""
-    from verl_ext.cpu.platform import cpu_platform_class
+    from verl_ext.cpu_runtime.platform import cpu_platform_class
 
     classes = {cpu_platform_class()}
     for info in pkgutil.walk_packages([str(PACKAGE_DIR)], prefix="verl_ext."):
@@ -157,10 +157,10 @@ def test_every_private_method_a_verl_ext_class_shadows_is_listed_as_an_override(
 
 
 def test_every_cpu_patch_is_listed_with_the_object_it_really_replaces():
-    from verl_ext.cpu import patches
+    from verl_ext.cpu_runtime import patches
 
     listed = {entry.why.split(":", 1)[0]: entry for entry in VERL_INTERNALS
-              if entry.kind == PATCH and entry.used_by == "verl_ext/cpu/patches.py"}
+              if entry.kind == PATCH and entry.used_by == "verl_ext/cpu_runtime/patches.py"}
     assert set(listed) == {patch.name for patch in patches.PATCHES}
     active = patches.active_patches()
     patches.apply_cpu_patches()
@@ -199,13 +199,9 @@ def test_the_mismatch_in_update_patch_is_listed_on_the_method_it_replaces():
 
 
 def test_every_module_a_registration_waits_for_is_listed_as_an_import_hook():
-    from verl_ext import plugin, staleness
-    from verl_ext.cpu import patches, registration
+    from verl_ext import plugin
 
-    waited_for = {
-        plugin.VERL_LOSS_REGISTRY_MODULE, plugin.VERL_SINGLE_TURN_MODULE, *registration.REGISTRATIONS_ON_IMPORT,
-        staleness.VERL_TRAINER_MODULE, staleness.VERL_ENGINE_WORKERS_MODULE, patches.REPLAY_BUFFER_MODULE,
-    }
+    waited_for = {row.module for row in plugin.wiring()}
     assert waited_for == {entry.module for entry in VERL_INTERNALS if entry.kind == IMPORT_HOOK}
 
 

@@ -15,7 +15,7 @@ order). A trajectory key is ``{uid}_{session}_{index}`` (verl's agent-loop worke
 (a ``uuid4``) plays no part in the order.
 
 Used by :class:`verl_ext.staleness.replay_buffer.ScheduledReplayBuffer` (delayed_sync) and, for verl's own
-modes on the CPU backend, by the ``batch_order`` patch of :mod:`verl_ext.cpu.patches`.
+modes on the CPU backend, by the ``batch_order`` patch of :mod:`verl_ext.cpu_runtime.patches`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 verl picks the engine that moves weights from the actor to rollout engines outside its processes from
 ``verl.checkpoint_engine.CheckpointEngineRegistry``. verl's package registers its engines only when their
 transport imports (``nccl`` and ``nixl`` need cupy, ``mooncake`` its library, ...) and records the failures;
-verl-ext registers ``gloo`` (:mod:`verl_ext.cpu.checkpoint_engine`); ``custom_backend_module`` may import
+verl-ext registers ``gloo`` (:mod:`verl_ext.cpu_runtime.checkpoint_engine`); ``custom_backend_module`` may import
 more. :func:`backend_status` says which of three a name is -- registered here; one of verl's own engines
 whose module does not import on this machine (a GPU config checked on a machine without cupy); unknown --
 so the driver's checks can refuse a misspelt backend before Ray starts and name the registered ones.
@@ -20,7 +20,7 @@ BACKEND_KEY = "actor_rollout_ref.rollout.checkpoint_engine.backend"
 CUSTOM_MODULE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module"
 COLOCATED_BACKEND = "naive"  # verl's in-process push, for a rollout inside the actor's own workers
 GPU_BACKEND = "nccl"  # verl's NCCL broadcast: what the run scripts pick for an engine on its own GPUs
-CPU_BACKEND = "gloo"  # verl-ext's gloo broadcast (verl_ext.cpu.checkpoint_engine): the CPU backend's
+CPU_BACKEND = "gloo"  # verl-ext's gloo broadcast (verl_ext.cpu_runtime.checkpoint_engine): the CPU backend's
 
 # a registration in verl's engine modules: @CheckpointEngineRegistry.register("name")
 _REGISTRATION = re.compile(r"""CheckpointEngineRegistry\.register\(\s*["']([^"']+)["']\s*\)""")

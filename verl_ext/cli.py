@@ -180,7 +180,7 @@ def doctor_checks():
     from verl.plugin.platform import PlatformRegistry
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
-    from verl_ext.cpu.registration import ROLLOUT_NAME
+    from verl_ext.cpu_runtime.registration import ROLLOUT_NAME
 
     platform_ok = PlatformRegistry.get("cpu") is not None
     yield "cpu platform", platform_ok, "registered (selected with VERL_PLATFORM=cpu)" if platform_ok else "not registered"
@@ -211,6 +211,11 @@ def doctor_checks():
             f"{len(VERL_INTERNALS)} private methods, patches and import hooks match verl {version} "
             "(verl_ext/verl_internals.py)"
         )
+
+    from verl_ext.plugin import wiring
+
+    for row in wiring():  # the one table of what verl-ext does when verl imports a module (docs/architecture.md)
+        yield "on import", True, f"{row.module}: {row.does} ({row.when}; {row.by})"
 
     from verl_ext import recipe
 

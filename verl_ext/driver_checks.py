@@ -3,7 +3,7 @@ any worker starts.
 
 One function, :func:`check_run_config`, owns the checks that verl's ``validate_config`` does not run for us:
 the batch arithmetic (per trainer rank too, :mod:`verl_ext.checks.batch_arithmetic`), a CPU run's topology
-(:mod:`verl_ext.cpu.topology`), the
+(:mod:`verl_ext.cpu_runtime.topology`), the
 ``trainer.v1.delayed_sync`` block (in every trainer mode; outside ``delayed_sync`` a key set to another value
 than its default is refused, it would be ignored), the keys of the rollout engine's own pool under a trainer mode
 that keeps the engine with the actor (refused, naming the modes that read them), the loss and estimator settings
@@ -53,7 +53,7 @@ def check_run_config(config) -> dict:
 
     Returns the resolved config (a plain dict), which the checks build anyway."""
     from verl_ext.algorithms.loss_config import check_algorithm_keys
-    from verl_ext.cpu.topology import check_cpu_topology
+    from verl_ext.cpu_runtime.topology import check_cpu_topology
     from verl_ext.staleness.config import check_staleness_keys
 
     check_batch_arithmetic(config)

@@ -90,7 +90,7 @@ TRAJECTORY_SPANS_MAX = "training/off_policy/trajectory_spans/max"
 # verl/trainer/ppo/metric_utils.py: turns per trajectory (the prompt counts as one: 2 for a single-turn response)
 NUM_TURNS_MEAN = "num_turns/mean"
 
-# verl_ext.cpu.checkpoint_engine (checkpoint-engine backend gloo): returned by each push, logged by verl at the
+# verl_ext.cpu_runtime.checkpoint_engine (checkpoint-engine backend gloo): returned by each push, logged by verl at the
 # step of the push (delayed_sync's sync points; every step in separate_async)
 GLOO_WEIGHT_BYTES = "checkpoint_engine/gloo/weight_bytes"
 GLOO_BUCKETS_SENT = "checkpoint_engine/gloo/buckets_sent"

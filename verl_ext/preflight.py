@@ -10,8 +10,10 @@ arithmetic, topology, the ``trainer.v1.delayed_sync`` block and its mode's requi
 ``algorithm.red_drop_seed``, every interpolation resolved, the trainer mode looked up in verl's registry, the custom
 reward function loaded). Then it prints the settings that matter. Nothing needs a GPU, the model or the data files.
 
-One run given as ``main_ppo``'s arguments, from the shell (checked on this process's platform, as a driver started
-here would: ``VERL_PLATFORM=cpu`` for a CPU run):
+One run given as ``main_ppo``'s arguments, from the shell, is parsed and checked by the same composition
+(:func:`verl_ext.runs.compose.parse_main_ppo_argv`, :meth:`~verl_ext.runs.compose.MainPPOArguments.check`), on this
+process's platform, as a driver started here would (``VERL_PLATFORM=cpu`` for a CPU run). This module composes
+nothing of its own: it summarises what the composition checked.
 
     python -m verl_ext.preflight --name NAME -- --config-path=DIR --config-name=rec_trainer key=value ...
 """
@@ -22,14 +24,12 @@ import argparse
 import json
 import sys
 import traceback
-import warnings as warnings_module
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional, Sequence, TextIO
 
 from verl_ext.checks.arguments import split_at_double_dash
 from verl_ext.runs.claims import value_at
-from verl_ext.runs.compose import CheckedRun, ComposedRun, check_as_the_driver, error_text, hydra_config, memoised_config_files
+from verl_ext.runs.compose import CheckedRun, ComposedRun, error_text, memoised_config_files, parse_main_ppo_argv
 from verl_ext.runs.run import RunRefused
 
 
@@ -48,59 +48,6 @@ class PreflightResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "ok": self.ok, "settings": self.settings, "warnings": self.warnings, "error": self.error}
-
-
-@dataclass(frozen=True)
-class MainPPOArguments:
-    config_dir: Path
-    config_name: str
-    overrides: list[str]
-
-
-def parse_main_ppo_argv(argv: Sequence[str]) -> MainPPOArguments:
-    """Split ``main_ppo``'s arguments given on the command line into Hydra's config directory, config name and
-    overrides (the CLI's boundary: every run verl-ext starts is composed, never parsed back)."""
-    config_dir: Optional[str] = None
-    config_name: Optional[str] = None
-    overrides: list[str] = []
-    items = list(argv)
-    index = 0
-    while index < len(items):
-        item = items[index]
-        for flags, target in ((("--config-path", "-cp"), "dir"), (("--config-name", "-cn"), "name")):
-            flag = next((f for f in flags if item == f or item.startswith(f + "=")), None)
-            if flag is None:
-                continue
-            if item == flag:
-                if index + 1 >= len(items):
-                    raise ValueError(f"{flag} needs a value")
-                index += 1
-                value = items[index]
-            else:
-                value = item[len(flag) + 1 :]
-            if target == "dir":
-                config_dir = value
-            else:
-                config_name = value
-            break
-        else:
-            if item.startswith("-"):
-                raise ValueError(f"unsupported main_ppo argument {item!r} (only --config-path, --config-name and overrides)")
-            overrides.append(item)
-        index += 1
-    if config_dir is None or config_name is None:
-        raise ValueError("the arguments must name --config-path and --config-name, as the run scripts do")
-    directory = Path(config_dir)
-    if not directory.is_absolute():
-        raise ValueError(f"--config-path={config_dir} must be an absolute path (Hydra resolves it against the script)")
-    if not (directory / f"{config_name}.yaml").is_file():
-        raise ValueError(f"--config-path/--config-name: no file {directory / (config_name + '.yaml')}")
-    return MainPPOArguments(directory, config_name, overrides)
-
-
-def compose(arguments: MainPPOArguments):
-    """The config ``main_ppo`` would receive for arguments given on the command line."""
-    return hydra_config(arguments.config_dir, arguments.config_name, arguments.overrides)
 
 
 def warnings_for(resolved: dict) -> list[str]:
@@ -400,12 +347,10 @@ def check_run(name: str, composed: ComposedRun) -> PreflightResult:
 
 
 def preflight(name: str, argv: Sequence[str]) -> PreflightResult:
-    """Compose, check and summarise one run given as ``main_ppo``'s arguments (the command line's), on this
-    process's platform; never raises for a bad configuration (see ``result.error``)."""
+    """Check (through the one composition) and summarise one run given as ``main_ppo``'s arguments (the command
+    line's), on this process's platform; never raises for a bad configuration (see ``result.error``)."""
     try:
-        with warnings_module.catch_warnings():
-            warnings_module.simplefilter("ignore")  # verl's import-time notices (missing optional engines, ...)
-            resolved, notes = check_as_the_driver(compose(parse_main_ppo_argv(argv)))
+        _, resolved, notes = parse_main_ppo_argv(argv).check()
     except Exception as error:  # a bad run config: report it
         return PreflightResult(name=name, ok=False, error=error_text(error))
     return _summarised(name, resolved, notes)

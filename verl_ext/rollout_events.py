@@ -12,7 +12,7 @@ trainer's checks) can read back, after a run, exactly which weights generated wh
    generate() calls that served them (each of the server's max_batch_size rows), ...event-specific fields}``
 
 ``update_weights`` records also carry ``previous_checksum``, ``transfer_checksum`` (of the tensors as
-received, equal to the sender's) and ``num_tensors``; with LoRA adapter pushes (:mod:`verl_ext.cpu.lora`) also
+received, equal to the sender's) and ``num_tensors``; with LoRA adapter pushes (:mod:`verl_ext.cpu_runtime.lora`) also
 ``adapter_checksum`` (of the adapter's tensors the engine then holds) and ``adapter_version``, and verl's one-time
 push of the base weights before the first adapter is an ``update_base_weights`` record (no new version); ``sleep`` records carry ``level``; ``update_aborted``
 (a push that failed part-way) carries ``reason`` and ``tensors_loaded``; ``initialized`` records carry

@@ -11,7 +11,7 @@ profile does; a dataset's ``agent_name`` column overrides it per row, as for any
 -- all of which verl's v1 agent-loop worker (``AgentLoopWorkerTQ``) hands every agent loop: ``global_steps``
 and ``index`` are columns of the batch, ``session_id`` is which of the ``rollout.n`` responses this is.
 The rollout engine seeds a generator of its own for the request with it (the CPU rollout,
-:mod:`verl_ext.cpu.generation`; verl's vLLM server passes ``sampling_params`` to vLLM's
+:mod:`verl_ext.cpu_runtime.generation`; verl's vLLM server passes ``sampling_params`` to vLLM's
 ``SamplingParams``, whose ``seed`` does the same; verl's ``full_determinism`` only sets a default seed
 there, ``setdefault``, which this one takes precedence over).
 

@@ -26,7 +26,7 @@ equal -- the same prompt twice in one step with one index, which a dataset with 
 never produces -- or by a 2^-63 accident.
 
 The engine turns the seed into a generator of its own for that request (CPU rollout:
-:mod:`verl_ext.cpu.generation`; vLLM: ``SamplingParams.seed``), so the draws of one request never depend
+:mod:`verl_ext.cpu_runtime.generation`; vLLM: ``SamplingParams.seed``), so the draws of one request never depend
 on another's. The agent loop that sends these seeds is :data:`SEEDED_AGENT_LOOP`
 (:mod:`verl_ext.seeded_agent_loop`, which imports verl and this module; this module imports neither).
 """

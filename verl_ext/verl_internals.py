@@ -16,8 +16,8 @@ Kinds:
 - ``call``: verl-ext calls a private method;
 - ``patch``: verl-ext replaces a function or method for every caller in the process;
 - ``attribute write`` / ``attribute read``: verl-ext sets or reads verl's private state;
-- ``import hook``: verl-ext registers something when verl imports this module (:mod:`verl_ext.plugin`); the
-  entry names the object that must live in that module.
+- ``import hook``: verl-ext registers or patches something when verl imports this module (a row of
+  :func:`verl_ext.plugin.wiring`, the one table of them); the entry names the object that must live in that module.
 
 Not listed: verl's public functions and classes that verl-ext imports and calls (``register_trainer``,
 ``PlatformRegistry``, ``agg_loss``, ...), the abstract interfaces it implements (``RolloutReplica``,
@@ -80,7 +80,7 @@ TRAINER = "verl.trainer.ppo.v1.trainer_base"
 REPLAY_BUFFER = "verl.trainer.ppo.v1.replay_buffer"
 DELAYED_SYNC = "verl_ext/staleness/trainer.py DelayedSyncTrainer"
 SCHEDULED_BUFFER = "verl_ext/staleness/replay_buffer.py ScheduledReplayBuffer"
-CPU_PATCHES = "verl_ext/cpu/patches.py"
+CPU_PATCHES = "verl_ext/cpu_runtime/patches.py"
 MISMATCH_IN_UPDATE = "verl_ext/staleness/mismatch_in_update.py"
 NO_PUBLIC_HOOK = "verl 0.9.1 has no public hook for this"
 
@@ -173,7 +173,7 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
             ("self", "partition_id", "uids")),
     _buffer("_wait_for_next_poll", CALL, "waits for the step's groups with verl's poll interval and debug logging",
             ("self", "partition_id", "last_debug_time")),
-    # ------------------------------------------------------------ the CPU backend's patches (verl_ext/cpu/patches.py)
+    # ------------------------------------------------------------ the CPU backend's patches (verl_ext/cpu_runtime/patches.py)
     VerlInternal("torch.distributed", "init_process_group", PATCH,
                  "duplicate_gloo_backend: verl builds the backend 'cpu:gloo,{device}:{backend}', which on the CPU "
                  f"platform repeats 'cpu:gloo' and torch refuses; the patch drops exact repeats ({NO_PUBLIC_HOOK})",
@@ -224,7 +224,7 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
                  read_in=("verl.trainer.main_ppo",), token="from verl.utils.config import validate_config"),
     VerlInternal("verl.workers.rollout.base", "_ROLLOUT_REGISTRY", ATTRIBUTE_WRITE,
                  f"rollout 'cpu' -> CPUServerAdapter ({NO_PUBLIC_HOOK}: no function adds to this dict)",
-                 "verl_ext/cpu/registration.py", read_in=("verl.workers.rollout.base:get_rollout_class",)),
+                 "verl_ext/cpu_runtime/registration.py", read_in=("verl.workers.rollout.base:get_rollout_class",)),
     VerlInternal("verl.single_controller.base.worker_group", "WorkerGroup._dispatch_info", ATTRIBUTE_READ,
                  "the actor's data-parallel ranks (what verl's _balance_batch reads in the same step), to split the "
                  "step's batch into optimizer updates as verl's workers do: staleness/update_lag_*", DELAYED_SYNC,
@@ -241,7 +241,7 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
     VerlInternal("verl.checkpoint_engine.base", "CheckpointEngineRegistry._registry", ATTRIBUTE_READ,
                  "which backends are registered (the driver's check names them; gloo refuses to replace another "
                  "class): the registry's public get() raises on an unknown name and lists nothing",
-                 "verl_ext/checkpoint_backends.py, verl_ext/cpu/checkpoint_engine.py",
+                 "verl_ext/checkpoint_backends.py, verl_ext/cpu_runtime/checkpoint_engine.py",
                  read_in=("verl.checkpoint_engine.base:CheckpointEngineRegistry.get",)),
     VerlInternal("verl.checkpoint_engine.base", "CheckpointEngineRegistry._import_errors", ATTRIBUTE_READ,
                  "why one of verl's own backends does not import here (a GPU config checked on a CPU machine)",
@@ -251,14 +251,14 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
                  "a process that checks or runs a CPU run in itself (the launcher's check, a CPU Ray session) holds "
                  "the CPU platform and restores the previous one after; verl's set_platform cannot restore 'not "
                  "resolved yet' (None)",
-                 "verl_ext/cpu/platform.py hold_cpu_platform", read_in=("verl.plugin.platform.platform_manager:get_platform",)),
+                 "verl_ext/cpu_runtime/platform.py hold_cpu_platform", read_in=("verl.plugin.platform.platform_manager:get_platform",)),
     VerlInternal("verl.workers.rollout.replica", "RolloutReplica._server_handle", ATTRIBUTE_WRITE,
                  "launch_servers stores the CPU server's handle where verl's server_handle property reads it",
-                 "verl_ext/cpu/rollout_replica.py CPURolloutReplica.launch_servers", instance_attribute=True,
+                 "verl_ext/cpu_runtime/rollout_replica.py CPURolloutReplica.launch_servers", instance_attribute=True,
                  read_in=("verl.workers.rollout.replica:RolloutReplica.server_handle",)),
     VerlInternal("verl.workers.rollout.replica", "RolloutReplica._server_address", ATTRIBUTE_WRITE,
                  "launch_servers stores the CPU server's address where verl's server_address property reads it",
-                 "verl_ext/cpu/rollout_replica.py CPURolloutReplica.launch_servers", instance_attribute=True,
+                 "verl_ext/cpu_runtime/rollout_replica.py CPURolloutReplica.launch_servers", instance_attribute=True,
                  read_in=("verl.workers.rollout.replica:RolloutReplica.server_address",)),
     VerlInternal("verl.experimental.agent_loop.single_turn_agent_loop", "SingleTurnAgentLoop.server_manager",
                  ATTRIBUTE_WRITE, "the seeded agent loop wraps verl's client so each generate call carries its seed "
@@ -286,11 +286,11 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
     VerlInternal("verl.trainer.ppo.core_algos", "ADV_ESTIMATOR_REGISTRY", IMPORT_HOOK,
                  "estimators are registered when verl imports core_algos", "verl_ext/plugin.py"),
     VerlInternal("verl.workers.rollout.base", "get_rollout_class", IMPORT_HOOK,
-                 "the cpu rollout adapter is added when verl imports this module", "verl_ext/cpu/registration.py"),
+                 "the cpu rollout adapter is added when verl imports this module", "verl_ext/cpu_runtime/registration.py"),
     VerlInternal("verl.workers.rollout.replica", "RolloutReplicaRegistry", IMPORT_HOOK,
-                 "the cpu rollout replica is registered when verl imports this module", "verl_ext/cpu/registration.py"),
+                 "the cpu rollout replica is registered when verl imports this module", "verl_ext/cpu_runtime/registration.py"),
     VerlInternal("verl.checkpoint_engine.base", "CheckpointEngineRegistry", IMPORT_HOOK,
-                 "the gloo checkpoint engine is registered when verl imports this module", "verl_ext/cpu/registration.py"),
+                 "the gloo checkpoint engine is registered when verl imports this module", "verl_ext/cpu_runtime/registration.py"),
     VerlInternal("verl.workers.engine_workers", "TrainingWorker", IMPORT_HOOK,
                  "the mismatch_in_update patch is installed when verl imports its engine workers (in the actor's "
                  "process)", "verl_ext/staleness/__init__.py"),
@@ -300,4 +300,10 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
                  "the seeded agent loop is registered when verl imports its single-turn agent loop", "verl_ext/plugin.py"),
     VerlInternal(REPLAY_BUFFER, "ReplayBuffer", IMPORT_HOOK,
                  "the CPU patches of the replay buffer are installed when verl imports it", CPU_PATCHES),
+    VerlInternal("verl.experimental.agent_loop.tool_parser", "ToolParser", IMPORT_HOOK,
+                 "the tiny counting task's tool parser is registered when verl imports its tool parsers",
+                 "verl_ext/plugin.py"),
+    VerlInternal("verl.experimental.agent_loop.agent_loop", "AgentLoopWorker", IMPORT_HOOK,
+                 "the CPU patch of the agent loops' construction is installed when verl imports this module",
+                 CPU_PATCHES),
 )

@@ -9,6 +9,7 @@ import pytest
 
 from tests.recipe_config import MINIMAL_RUN_OVERRIDES, RECIPE_CONFIG_DIR
 from verl_ext import preflight
+from verl_ext.runs import compose as composition
 from verl_ext.config_values import ConfigError
 
 DELAYED = "trainer.v1.trainer_mode=delayed_sync"
@@ -54,13 +55,13 @@ class RayStarted(Exception):
 
 @pytest.fixture(scope="module", autouse=True)
 def parse_each_yaml_file_once():
-    with preflight.memoised_config_files():
+    with composition.memoised_config_files():
         yield
 
 
 def compose(overrides):
     argv = [f"--config-path={RECIPE_CONFIG_DIR}", "--config-name=rec_trainer", *MINIMAL_RUN_OVERRIDES, *overrides]
-    return argv, preflight.compose(preflight.parse_main_ppo_argv(argv))
+    return argv, composition.parse_main_ppo_argv(argv).config()
 
 
 @pytest.fixture
@@ -103,7 +104,7 @@ def test_the_driver_raises_the_dry_runs_error_before_ray(driver, case):
     overrides, message = BAD[case]
     _, config = compose(overrides)  # one composition (about 1 s) for both paths
     with pytest.raises(Exception) as dry_run:
-        preflight.check_as_the_driver(copy.deepcopy(config))  # what the dry run does after composing
+        composition.check_as_the_driver(copy.deepcopy(config))  # what the dry run does after composing
     with pytest.raises(Exception) as raised:
         driver(config)
     assert not isinstance(raised.value, RayStarted), f"{case}: Ray started before the check"

@@ -248,12 +248,12 @@ DRIVER_CASES = {
 def test_the_driver_refuses_them_before_ray(driver, case):  # noqa: F811  (the fixture imported above)
     import copy
 
-    from verl_ext import preflight
+    from verl_ext.runs import compose as composition
 
     overrides, message = DRIVER_CASES[case]
     _, config = compose(overrides)
     with pytest.raises(Exception) as dry_run:
-        preflight.check_as_the_driver(copy.deepcopy(config))
+        composition.check_as_the_driver(copy.deepcopy(config))
     with pytest.raises(Exception) as raised:
         driver(config)
     assert not isinstance(raised.value, RayStarted), f"{case}: Ray started before the check"

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tests.experiments.test_launch import launch
 from tests.run_scripts.scripts import REPO, planned_runs
 from verl_ext.experiments.environment import TRACKING_BACKENDS
-from verl_ext.runs.overrides import hydra_string
+from verl_ext.overrides import hydra_string
 
 RUN = ["run", "gsm8k", "grpo"]
 MODES = {"real": {}, "cpu smoke": {"VERL_EXT_CPU_SMOKE": "1"}, "dry run": {"VERL_EXT_DRY_RUN": "1"}}
@@ -107,15 +107,15 @@ def test_legitimate_odd_paths_reach_verls_config_unchanged(tmp_path):
     config verl's TaskRunner resolves (OmegaConf.resolve) holds exactly the path. Was Hydra's parse error."""
     from omegaconf import OmegaConf
 
-    from verl_ext import preflight
+    from verl_ext.runs import compose as composition
 
     odd, odd_data = tmp_path / ODD, tmp_path / ODD_DATA
     raw = odd / "raw"
     raw.mkdir(parents=True)
     (cell,) = planned_runs(tmp_path, *RUN, OUTPUT_DIR=str(odd / "out"), DATA_DIR=str(odd_data / "data"),
                             MODEL_PATH=str(odd / "model"), RAW_DATA_PATH=str(raw), EXPERIMENT_NAME="a=b+c@d")
-    with preflight.memoised_config_files():
-        config = preflight.compose(preflight.parse_main_ppo_argv(cell.main_ppo_args))
+    with composition.memoised_config_files():
+        config = composition.parse_main_ppo_argv(cell.main_ppo_args).config()
     OmegaConf.resolve(config)
     assert config.data.train_files == str(odd_data / "data" / "gsm8k" / "train.parquet")
     assert config.actor_rollout_ref.model.path == str(odd / "model")

@@ -19,7 +19,7 @@ from verl_ext.cpu.local_cluster import ClusterStartError, LocalRayCluster
 
 ANY_COMMAND = ["true"]
 TOTAL_GIB = psutil.virtual_memory().total / 2**30
-# the smallest world size a CPU run cannot fit in here (5 GiB plus 1.5 GiB per further rank: verl_ext.cpu.topology)
+# the smallest world size a CPU run cannot fit in here (5 GiB plus 1.5 GiB per further rank: verl_ext.cpu_runtime.topology)
 TOO_MANY_RANKS = math.floor((TOTAL_GIB - 5.0) / 1.5) + 2
 HOSTILE = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -35,7 +35,7 @@ def listening():
 
 ONE_NODE_RAY = LISTENING + """
 import json, os, psutil, ray, yaml
-from verl_ext.cpu.topology import Topology, ray_init_overrides
+from verl_ext.cpu_runtime.topology import Topology, ray_init_overrides
 kwargs = {}
 for override in ray_init_overrides(Topology()):  # what the CPU profile gives main_ppo's ray.init
     key, value = override.lstrip("+").split("=", 1)

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from tests.adversarial.test_config_paths import RayStarted, config_error_in, driver  # noqa: F401 (the fixture)
 from tests.recipe_config import MINIMAL_RUN_OVERRIDES, RECIPE_CONFIG_DIR
-from verl_ext import preflight
+from verl_ext.runs import compose as composition
 from verl_ext.checks.resume import TRACKER_FILE, check_resume, resumed_folder
 from verl_ext.config_values import ConfigError
 from verl_ext.staleness.checkpoint_state import STATE_FILE
@@ -186,14 +186,14 @@ def test_a_relative_resume_path_is_read_from_the_working_folder_as_verl_does(tmp
 
 
 def composed(*overrides):
-    with preflight.memoised_config_files():
+    with composition.memoised_config_files():
         argv = [f"--config-path={RECIPE_CONFIG_DIR}", "--config-name=rec_trainer", *MINIMAL_RUN_OVERRIDES, *overrides]
-        return preflight.compose(preflight.parse_main_ppo_argv(argv))
+        return composition.parse_main_ppo_argv(argv).config()
 
 
 def driver_and_dry_run_refuse(driver, config, *expected):
     with pytest.raises(Exception) as dry_run:
-        preflight.check_as_the_driver(copy.deepcopy(config))
+        composition.check_as_the_driver(copy.deepcopy(config))
     with pytest.raises(Exception) as raised:
         driver(config)
     assert not isinstance(raised.value, RayStarted), "Ray started before the check"

@@ -1,4 +1,4 @@
-"""Checkpoint-engine backend ``gloo`` (verl_ext/cpu/checkpoint_engine.py), with the real engine classes.
+"""Checkpoint-engine backend ``gloo`` (verl_ext/cpu_runtime/checkpoint_engine.py), with the real engine classes.
 
 The calls are the ones verl's ``CheckpointEngineManager.update_weights`` makes (prepare, build_topology,
 init_process_group, send_weights / receive_weights, finalize), each rank in its own thread; the failure tests put
@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from verl_ext.cpu import checkpoint_engine
-from verl_ext.cpu.checkpoint_engine import (
+from verl_ext.cpu_runtime import checkpoint_engine
+from verl_ext.cpu_runtime.checkpoint_engine import (
     BACKEND_NAME,
     WEIGHT_BYTES,
     TIMEOUT_KEY,
@@ -227,8 +227,8 @@ def test_a_peer_that_dies_mid_transfer_ends_the_push_with_an_error_and_no_new_ve
     from verl.workers.rollout.replica import RolloutMode
 
     from verl_ext.rollout_events import read_rollout_events
-    from verl_ext.cpu.rollout_server import CPURolloutServer
-    from verl_ext.cpu.server_adapter import CPUServerAdapter
+    from verl_ext.cpu_runtime.rollout_server import CPURolloutServer
+    from verl_ext.cpu_runtime.server_adapter import CPUServerAdapter
 
     rollout_config = RolloutConfig(
         name="cpu", tensor_model_parallel_size=1, dtype="float32", prompt_length=16, response_length=12,
@@ -284,7 +284,7 @@ def test_a_push_that_loaded_part_of_the_weights_leaves_the_engine_unusable(tiny_
     generating is refused until a complete push."""
     from tests.cpu.test_rollout_server import SAMPLING, make_server, prompt_ids, push, trainer_weights
 
-    from verl_ext.cpu.rollout_server import RolloutWeightsUnavailable
+    from verl_ext.cpu_runtime.rollout_server import RolloutWeightsUnavailable
 
     async def scenario():
         server = make_server(tiny_assets, tmp_path, free_cache_engine=False, mode="standalone")

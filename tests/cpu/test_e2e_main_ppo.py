@@ -76,7 +76,7 @@ def background_runs(root):
     from verl_ext.checkpoint_backends import CPU_BACKEND
     from verl_ext.cpu.ray_session import CPURaySession
     from verl_ext.cpu.quickstart import run_quickstart
-    from verl_ext.cpu.topology import Topology
+    from verl_ext.cpu_runtime.topology import Topology
     from verl_ext.runs.run import Run
     from verl_ext.staleness.config import engine_pool_overrides
     from verl_ext.tiny.assets import build_tiny_assets
@@ -162,7 +162,7 @@ def runs(background_results):
 
 def replicas(result) -> int:
     """One rollout replica per trainer rank; with the engine on its own pool, one per engine GPU."""
-    from verl_ext.cpu.topology import Topology
+    from verl_ext.cpu_runtime.topology import Topology
 
     return Topology.from_overrides(result.run.overrides).rollout_replicas
 
@@ -392,6 +392,6 @@ def test_zero_staleness_on_its_own_pool_is_verls_sync_step_for_step(runs):
     assert not [event for event in split.events if event["event"] in ("sleep", "wake_up", "generate_rejected")]
     assert [event for event in sync.events if event["event"] == "sleep"]  # sync's colocated engine sleeps
     # the weights of version 2 are the actor's: sync's checkpoint of step 2 holds them
-    from verl_ext.cpu.sharded_checkpoint import actor_checkpoint_checksum
+    from verl_ext.cpu_runtime.sharded_checkpoint import actor_checkpoint_checksum
 
     assert pushes(split)[-1]["transfer_checksum"] == actor_checkpoint_checksum(sync.checkpoint_dir / f"global_step_{STEPS}" / "actor")

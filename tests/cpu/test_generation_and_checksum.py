@@ -5,13 +5,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ext.cpu.generation import (
+from verl_ext.cpu_runtime.generation import (
     SamplingRequest,
     generate_batch_with_log_probs,
     prompt_width,
     sampling_request_from_params,
 )
-from verl_ext.cpu.weight_checksum import weight_checksum
+from verl_ext.cpu_runtime.weight_checksum import weight_checksum
 
 BUDGET = dict(configured_prompt_length=16, configured_response_length=12, max_model_len=128)
 SHAPE = dict(rows=4, width=17)  # a batch of 4 rows, prompts (11 tokens here) padded to 17

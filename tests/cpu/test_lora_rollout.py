@@ -1,4 +1,4 @@
-"""The CPU rollout takes verl's LoRA adapter pushes (verl_ext.cpu.lora) and generates with the pushed adapter.
+"""The CPU rollout takes verl's LoRA adapter pushes (verl_ext.cpu_runtime.lora) and generates with the pushed adapter.
 
 Real collaborators: the tiny Qwen2 model, peft's LoRA layers as verl's FSDP actor builds them (``get_peft_model``
 with verl's LoraConfig fields), verl's own functions that make the push (``collect_lora_params``,
@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from tests.cpu.test_rollout_server import SAMPLING, prompt_ids
-from verl_ext.cpu.rollout_server import CPURolloutServer, RolloutWeightsUnavailable
-from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest, weight_checksum
+from verl_ext.cpu_runtime.rollout_server import CPURolloutServer, RolloutWeightsUnavailable
+from verl_ext.cpu_runtime.weight_checksum import combine_digests, tensor_digest, weight_checksum
 
 RANK, ALPHA = 4, 8
 
@@ -131,7 +131,7 @@ def test_the_engine_generates_with_the_pushed_adapter(tiny_assets, tmp_path):
     assert base_record["event"] == "update_base_weights" and base_record["weight_version"] is None
     assert adapter_record["event"] == "update_weights" and adapter_record["weight_version"] == 0
     assert adapter_record["num_tensors"] == len(adapter) == 2 * 7 * 2  # A and B of 7 linear layers x 2 layers
-    from verl_ext.cpu.lora import adapter_checksum
+    from verl_ext.cpu_runtime.lora import adapter_checksum
 
     held = {name: tensor for name, tensor in server.model.named_parameters() if "lora_" in name}
     assert adapter_record["adapter_checksum"] == weight_checksum(held)

@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 import verl  # noqa: F401
 
-from verl_ext.cpu import patches
+from verl_ext.cpu_runtime import patches
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def cpu_platform():
     """verl's platform singleton set to the CPU platform for the test, restored afterwards."""
     from verl.plugin.platform import platform_manager
 
-    from verl_ext.cpu.platform import cpu_platform_class
+    from verl_ext.cpu_runtime.platform import cpu_platform_class
 
     saved = platform_manager._current_platform
     platform_manager._current_platform = cpu_platform_class()()

@@ -15,7 +15,7 @@ from verl_ext.runs.outputs import Outputs
 from verl_ext.runs.run import Run, verl_config_dir
 from verl_ext.cpu.profile import cpu_overrides, shell_profile
 from verl_ext.metrics_file import run_summary as summarize
-from verl_ext.runs.overrides import merge_overrides, override_key
+from verl_ext.overrides import merge_overrides, override_key
 from verl_ext.metrics_file import MetricsFileError, read_metrics_file
 
 

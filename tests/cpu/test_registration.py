@@ -11,8 +11,8 @@ import sys
 
 import verl  # noqa: F401  (loads the verl.plugins entry points, as in every verl process)
 
-from verl_ext.cpu import patches
-from verl_ext.cpu.registration import ROLLOUT_NAME, SERVER_ADAPTER_PATH
+from verl_ext.cpu_runtime import patches
+from verl_ext.cpu_runtime.registration import ROLLOUT_NAME, SERVER_ADAPTER_PATH
 
 
 def test_platform_and_rollout_are_in_verls_registries():
@@ -20,9 +20,9 @@ def test_platform_and_rollout_are_in_verls_registries():
     from verl.workers.rollout.base import get_rollout_class
     from verl.workers.rollout.replica import RolloutReplica, get_rollout_replica_class
 
-    from verl_ext.cpu.platform import cpu_platform_class
-    from verl_ext.cpu.rollout_replica import CPURolloutReplica
-    from verl_ext.cpu.server_adapter import CPUServerAdapter
+    from verl_ext.cpu_runtime.platform import cpu_platform_class
+    from verl_ext.cpu_runtime.rollout_replica import CPURolloutReplica
+    from verl_ext.cpu_runtime.server_adapter import CPUServerAdapter
 
     assert PlatformRegistry.get("cpu") is cpu_platform_class()
     assert issubclass(PlatformRegistry.get("cpu"), PlatformBase)
@@ -47,7 +47,7 @@ def test_private_rollout_registry_is_still_how_verl_finds_adapters():
 PROBE = """
 import json, torch, verl
 from verl.plugin.platform import get_platform
-from verl_ext.cpu.patches import active_patches
+from verl_ext.cpu_runtime.patches import active_patches
 platform = get_platform()
 report = {
     "device_name": platform.device_name,

@@ -11,8 +11,8 @@ import torch
 
 from verl_ext.rollout_events import read_rollout_events
 from verl_ext.config_values import ConfigError
-from verl_ext.cpu.rollout_server import CPURolloutServer, RolloutWeightsUnavailable, check_engine_options
-from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest, weight_checksum
+from verl_ext.cpu_runtime.rollout_server import CPURolloutServer, RolloutWeightsUnavailable, check_engine_options
+from verl_ext.cpu_runtime.weight_checksum import combine_digests, tensor_digest, weight_checksum
 
 PROMPT_LENGTH = 16  # the rollout config's prompt_length (make_server)
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}

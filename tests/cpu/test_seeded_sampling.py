@@ -15,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.cpu.test_rollout_server import PROMPT_LENGTH, make_server, prompt_ids, push, trainer_weights
-from verl_ext.cpu.generation import (
+from verl_ext.cpu_runtime.generation import (
     SamplingRequest,
     apply_repetition_penalty,
     draw_from,
@@ -24,7 +24,7 @@ from verl_ext.cpu.generation import (
     sampling_distribution,
     sampling_request_from_params,
 )
-from verl_ext.cpu.rollout_server import DEFAULT_MAX_BATCH_SIZE
+from verl_ext.cpu_runtime.rollout_server import DEFAULT_MAX_BATCH_SIZE
 from verl_ext.seeding import request_seed
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}

@@ -15,7 +15,7 @@ from verl_ext.runs.compose import compose
 from verl_ext.runs.outputs import Outputs
 from verl_ext.runs.run import Run
 from verl_ext.cpu.profile import cpu_overrides, cpu_overrides_for, shell_profile
-from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology, check_cpu_topology
+from verl_ext.cpu_runtime.topology import RAY_ADDRESS_ENV, Topology, check_cpu_topology
 from verl_ext.driver_checks import check_run_config
 from verl_ext.staleness.config import engine_pool_overrides
 
@@ -251,7 +251,7 @@ def test_a_two_node_cpu_smoke_runs_inside_a_local_cluster_that_is_gone_afterward
     that join it; main_ppo itself is replaced by a recorder (it would take minutes), the cluster is real."""
     from tests.run_scripts.scripts import script_environment
     from verl_ext.cpu.local_cluster import cluster_processes, processes_with_variable
-    from verl_ext.cpu.topology import RAY_ADDRESS_ENV
+    from verl_ext.cpu_runtime.topology import RAY_ADDRESS_ENV
     from verl_ext.experiments.__main__ import main
     from verl_ext.experiments.modes import Tools
 
@@ -280,7 +280,7 @@ def test_a_two_node_cpu_smoke_runs_inside_a_local_cluster_that_is_gone_afterward
 
 
 def test_a_world_size_that_cannot_fit_in_memory_is_refused_naming_the_key():
-    from verl_ext.cpu.topology import check_memory
+    from verl_ext.cpu_runtime.topology import check_memory
 
     check_memory(Topology(1, 2), total_bytes=24 * 2**30)
     with pytest.raises(ConfigError, match=r"trainer\.n_gpus_per_node=16 is invalid: allowed values are a world size of at most 13"):

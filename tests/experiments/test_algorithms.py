@@ -13,7 +13,7 @@ from verl_ext.algorithms.presets import (
     parse_algorithm,
     parse_algorithms,
 )
-from verl_ext.runs.overrides import override_key
+from verl_ext.overrides import override_key
 
 CLIPPED = sorted(name for name, preset in ALGORITHMS.items() if preset.clipped)
 

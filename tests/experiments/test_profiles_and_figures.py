@@ -8,7 +8,7 @@ import pytest
 from verl_ext import preflight
 from verl_ext.algorithms.presets import parse_algorithm
 from verl_ext.experiments.catalogue import FIGURES, figure_named, labelled_points
-from verl_ext.runs.overrides import merge_overrides, override_key
+from verl_ext.overrides import merge_overrides, override_key
 from verl_ext.experiments.profiles import ALIASES, PROFILES, profile_named
 from verl_ext.runs.names import SAFE
 from verl_ext.staleness.setting import parse_setting

@@ -10,7 +10,7 @@ import pytest
 
 from tests.run_scripts.scripts import FIGURE_GRIDS, REPO, planned_runs, run_script, script_environment
 from verl_ext import preflight
-from verl_ext.runs.overrides import override_key
+from verl_ext.overrides import override_key
 from verl_ext.gpu.device import gpu_unavailable_reason
 from verl_ext.gpu.backend import GPU_PROJECT, GPUBackend
 from verl_ext.runs.compose import compose

@@ -4,7 +4,7 @@ import os
 import sys
 from pathlib import Path
 
-from verl_ext.runs import overrides
+from verl_ext import overrides
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_SCRIPTS = REPO / "run_scripts"

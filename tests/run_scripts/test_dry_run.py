@@ -18,6 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from tests.experiments.test_profiles_and_figures import CASES
 from tests.run_scripts.scripts import FIGURE_GRIDS, planned_runs
 from verl_ext import preflight
+from verl_ext.runs import compose as composition
 from verl_ext.algorithms.presets import parse_algorithm
 from verl_ext.staleness.setting import parse_setting
 
@@ -64,7 +65,7 @@ def table_1_row(project):
 
 @pytest.fixture(scope="module", autouse=True)
 def parse_each_yaml_file_once():
-    with preflight.memoised_config_files():
+    with composition.memoised_config_files():
         yield
 
 
@@ -83,7 +84,7 @@ def overrides_of(cell) -> dict:
 @functools.lru_cache(maxsize=None)
 def _parsed_overrides(argv: tuple) -> tuple:
     # Hydra's grammar parser takes ~1 ms an override: parse each run's arguments once
-    parsed = OverridesParser.create().parse_overrides(preflight.parse_main_ppo_argv(argv).overrides)
+    parsed = OverridesParser.create().parse_overrides(composition.parse_main_ppo_argv(argv).overrides)
     return tuple((override.key_or_group, override.value()) for override in parsed)
 
 
@@ -294,11 +295,11 @@ def test_memoised_composition_equals_hydras(tmp_path):
 
     cell, = planned_runs(tmp_path, "run", "math", "red_weight", "mixed")
     assert cell.name == "red_weight-sync_interval_16_offset_8"  # the alias is written out in the one spelling
-    arguments = preflight.parse_main_ppo_argv(cell.main_ppo_args)
-    plain = OmegaConf.to_container(preflight.compose(arguments), resolve=True)
-    with preflight.memoised_config_files():
-        preflight.compose(arguments)  # fills the memo
-        memoised = OmegaConf.to_container(preflight.compose(arguments), resolve=True)
+    arguments = composition.parse_main_ppo_argv(cell.main_ppo_args)
+    plain = OmegaConf.to_container(arguments.config(), resolve=True)
+    with composition.memoised_config_files():
+        arguments.config()  # fills the memo
+        memoised = OmegaConf.to_container(arguments.config(), resolve=True)
     assert memoised == plain
     assert memoised["trainer"]["v1"]["delayed_sync"]["sync_interval"] == 16
 

@@ -23,7 +23,7 @@ from verl_ext.runs.launch import (
 )
 from verl_ext.runs.monitor import RunMeasurements
 from verl_ext.runs.outputs import prepare_run_folder
-from verl_ext.runs.overrides import override_key
+from verl_ext.overrides import override_key
 from verl_ext.runs.run import Run
 from verl_ext.staleness.setting import Setting
 
@@ -198,7 +198,7 @@ def test_the_cpu_backend_puts_its_profile_under_a_cpu_run_and_over_a_run_scripts
     from verl_ext.checkpoint_backends import CPU_BACKEND
     from verl_ext.cpu.backend import EVENT_LOG_KEY, CPUBackend
     from verl_ext.cpu.profile import cpu_environment, cpu_overrides, cpu_overrides_for
-    from verl_ext.cpu.topology import Topology
+    from verl_ext.cpu_runtime.topology import Topology
     from verl_ext.staleness.config import engine_pool_overrides
 
     assets = tmp_path / "assets"

@@ -68,7 +68,7 @@ def test_a_cpu_smoke_is_checked_on_the_cpu_platform_as_its_driver_will_run_it(tm
     """trainer.device stays cpu, so the CPU-topology checks apply: two nodes with the engine on its own pool, and more
     trainer ranks than this machine's memory holds, are refused by the dry run as by the real driver; two nodes
     colocated pass (the launcher starts their local cluster)."""
-    most = int((psutil.virtual_memory().total / 2**30 - 5) / 1.5) + 1  # verl_ext.cpu.topology.check_memory's bound
+    most = int((psutil.virtual_memory().total / 2**30 - 5) / 1.5) + 1  # verl_ext.cpu_runtime.topology.check_memory's bound
     too_many = next(ranks for ranks in (2, 4, 8, 16, 32) if ranks > most) if most < 32 else None
     if too_many is None:
         pytest.skip("this machine holds 32 trainer ranks (the most the CPU smoke's batch divides over)")

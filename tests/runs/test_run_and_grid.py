@@ -6,7 +6,7 @@ import pytest
 from verl_ext.algorithms.presets import parse_algorithm
 from verl_ext.runs.grid import Grid, Point, points
 from verl_ext.runs.names import run_name
-from verl_ext.runs.overrides import override_key
+from verl_ext.overrides import override_key
 from verl_ext.runs.run import LEARNING_RATE_KEY, SEED_KEYS, ZERO_VARIANCE_MASKING, Run, preset_overrides
 from verl_ext.staleness.setting import ON_POLICY, parse_setting
 

@@ -78,7 +78,7 @@ def verl_replay_buffer():
 @pytest.fixture
 def cpu_patches():
     """Set the CPU patches as a test asks (``cpu_patches(True/False)``); restored afterwards."""
-    from verl_ext.cpu import patches
+    from verl_ext.cpu_runtime import patches
 
     active = patches.active_patches()
 

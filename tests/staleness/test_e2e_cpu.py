@@ -24,7 +24,7 @@ step 1's loss and clip fraction are not trivially those of pi_theta = pi_old.
 At every push, every replica must hold the same weights as every other (version, checksum of what arrived,
 checksum of what it holds: :func:`verl_ext.rollout_events.push_rounds`), and those are the actor's: the
 initial model file at version 0, the sharded checkpoint of the trainer ranks at a version a checkpoint holds
-(:mod:`verl_ext.cpu.sharded_checkpoint`).
+(:mod:`verl_ext.cpu_runtime.sharded_checkpoint`).
 
 With the CPU backend's seeding (the rollout's per-request seeds, the canonical batch order) the overlap run
 must train exactly as the run without overlap, and the resumed run exactly as the uninterrupted one: the
@@ -103,7 +103,7 @@ def background_runs(root):
 
     from verl_ext.cpu.ray_session import CPURaySession
     from verl_ext.runs.run import Run
-    from verl_ext.cpu.topology import Topology
+    from verl_ext.cpu_runtime.topology import Topology
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = root / "assets"
@@ -255,8 +255,8 @@ def test_every_replica_holds_the_actors_weights_after_each_push(runs):
     sender's) at the push of that version."""
     import safetensors.torch
 
-    from verl_ext.cpu.sharded_checkpoint import actor_checkpoint_checksum, checkpoint_world_size
-    from verl_ext.cpu.weight_checksum import weight_checksum
+    from verl_ext.cpu_runtime.sharded_checkpoint import actor_checkpoint_checksum, checkpoint_world_size
+    from verl_ext.cpu_runtime.weight_checksum import weight_checksum
 
     result = runs["uninterrupted"]
     by_version = {push["weight_version"]: push for push in pushes(result)}

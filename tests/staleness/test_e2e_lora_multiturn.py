@@ -5,7 +5,7 @@ rest of the suite runs (tests/background_runs.py), a third under ``pytest -m ext
 - **LoRA (3, 1)** with REC-GSPO (a sequence-level loss), colocated (the engine sleeps at level 1 between intervals), 6 steps, 2 mini-batches x 2 epochs
   per step: verl's FSDP actor trains a LoRA adapter (rank 4) started from a pre-trained, non-zero one
   (:mod:`verl_ext.tiny.lora`: a fresh adapter is the base model, so a missing adapter would not show at lag 0), and
-  verl pushes its base weights once and the adapter at every sync point to the CPU rollout (:mod:`verl_ext.cpu.lora`).
+  verl pushes its base weights once and the adapter at every sync point to the CPU rollout (:mod:`verl_ext.cpu_runtime.lora`).
   Checked: lags, versions and pushes are the schedule's; the rollout's log-probs equal the actor's at lag 0 (the
   lag-0 check of the smoke run, float32 tolerance, whose failure on an engine without the adapter is
   tests/cpu/test_lora_rollout.py's); the adapter the engine holds after each push is the actor's (the adapter file at
@@ -179,9 +179,9 @@ def test_lora_pushes_carry_the_actors_adapter(runs):
     checkpoint of global step 2 at version 2. The base weights never change (LoRA trains the adapter only)."""
     import safetensors.torch
 
-    from verl_ext.cpu.lora import adapter_checksum
-    from verl_ext.cpu.sharded_checkpoint import full_actor_weights
-    from verl_ext.cpu.weight_checksum import weight_checksum
+    from verl_ext.cpu_runtime.lora import adapter_checksum
+    from verl_ext.cpu_runtime.sharded_checkpoint import full_actor_weights
+    from verl_ext.cpu_runtime.weight_checksum import weight_checksum
 
     result = runs["lora"]
     rows = LORA_SCHEDULE.preview(LORA_STEPS)

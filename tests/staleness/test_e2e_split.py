@@ -20,7 +20,7 @@ the suite's time pays for one run of each.)
 
 Evidence: verl's file logger (every step's metrics), the CPU rollout's event log (every push with the checksum
 of the weights that arrived and of those the engine then holds), the checkpoints' actor weights (sharded over
-the two ranks, joined: :mod:`verl_ext.cpu.sharded_checkpoint`) and the model file. Zero staleness on the split,
+the two ranks, joined: :mod:`verl_ext.cpu_runtime.sharded_checkpoint`) and the model file. Zero staleness on the split,
 which must be verl's ``sync`` number for number, is a run of tests/cpu/test_e2e_main_ppo.py's session (beside
 the sync run it is compared with).
 """
@@ -71,7 +71,7 @@ def background_runs(root):
     """The run (and its resume with the extended tests), in a child process while the rest of the suite runs."""
     from verl_ext.cpu.ray_session import CPURaySession
     from verl_ext.runs.run import Run
-    from verl_ext.cpu.topology import Topology
+    from verl_ext.cpu_runtime.topology import Topology
     from verl_ext.tiny.assets import build_tiny_assets
 
     assets = root / "assets"
@@ -107,7 +107,7 @@ def background_runs(root):
 
 def topology_of(result):
     """The run's trainer.nnodes x trainer.n_gpus_per_node (and the engine's pool), from its overrides."""
-    from verl_ext.cpu.topology import Topology
+    from verl_ext.cpu_runtime.topology import Topology
 
     return Topology.from_overrides(result.run.overrides)
 
@@ -138,7 +138,7 @@ def model_file_checksum(assets: Path) -> str:
     """The checksum of the tiny model as it is on disk: what version 0 must be."""
     import safetensors.torch
 
-    from verl_ext.cpu.weight_checksum import weight_checksum
+    from verl_ext.cpu_runtime.weight_checksum import weight_checksum
 
     weights = {}
     for path in sorted((assets / "model").glob("*.safetensors")):
@@ -163,7 +163,7 @@ def test_two_trainer_ranks_and_one_engine_replica(runs):
     """2 + 1: the actor is sharded over two ranks (one checkpoint file each) and the rollout is one standalone
     replica -- the trainer's workers hold none (a colocated one per rank would log events of replicas 0 and 1)."""
     from verl_ext.rollout_events import replica_nodes
-    from verl_ext.cpu.sharded_checkpoint import checkpoint_world_size
+    from verl_ext.cpu_runtime.sharded_checkpoint import checkpoint_world_size
 
     for name in ("overlap", "resumed"):
         if runs[name] is not None:  # the resumed run: with the extended tests
@@ -179,7 +179,7 @@ def test_every_push_reaches_the_engine_through_the_checkpoint_engine(runs):
     """The pushes are exactly the schedule's, each carried by the gloo engine (its metric at every sync point),
     and the engine then holds exactly the actor's weights of that version: version 0 is the model file, version 5
     the actor weights the two trainer ranks saved at global step 5 (their shards joined)."""
-    from verl_ext.cpu.sharded_checkpoint import actor_checkpoint_checksum
+    from verl_ext.cpu_runtime.sharded_checkpoint import actor_checkpoint_checksum
 
     result = runs["overlap"]
     rows = SCHEDULE.preview(STEPS)
@@ -220,7 +220,7 @@ def test_resume_mid_interval_continues_exactly(runs):
         assert rollout_dump(runs["dumps"]["resumed"], step) == rollout_dump(runs["dumps"]["overlap"], step)
     # no push at the resume (version 2's batches were in the checkpoint); version 5 is trained from the
     # checkpoint on the same batches: the same weights as without the interruption, and the actor's
-    from verl_ext.cpu.sharded_checkpoint import actor_checkpoint_checksum
+    from verl_ext.cpu_runtime.sharded_checkpoint import actor_checkpoint_checksum
 
     assert [push["weight_version"] for push in pushes(resumed)] == [STEPS]
     version_5 = {push["weight_version"]: push["weight_checksum"] for push in pushes(overlap)}[STEPS]

@@ -15,6 +15,6 @@ for us, joined to verl's ``validate_config`` in the driver before Ray starts; th
 
 Rules that belong to one concept live with it, and the driver's checks call them there: the staleness setting
 (:func:`verl_ext.staleness.setting.check_setting`), the ``trainer.v1.delayed_sync`` block and its mode's
-requirements (:mod:`verl_ext.staleness.config`), a CPU run's topology (:mod:`verl_ext.cpu.topology`), the
+requirements (:mod:`verl_ext.staleness.config`), a CPU run's topology (:mod:`verl_ext.cpu_runtime.topology`), the
 policy-loss keys (checked when verl builds the actor config).
 """

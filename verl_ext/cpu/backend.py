@@ -29,10 +29,10 @@ from typing import Iterator, Optional, Sequence
 
 from verl_ext.checkpoint_backends import CPU_BACKEND
 from verl_ext.cpu.profile import cpu_environment, cpu_overrides, cpu_overrides_for
-from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology, check_memory
+from verl_ext.cpu_runtime.topology import RAY_ADDRESS_ENV, Topology, check_memory
 from verl_ext.runs.backend import HARNESS_DEFAULTS, SMOKE_CAPS, Backend, Surroundings
 from verl_ext.runs.outputs import RunPaths
-from verl_ext.runs.overrides import hydra_string
+from verl_ext.overrides import hydra_string
 from verl_ext.runs.run import Run
 from verl_ext.staleness.config import engine_pool_overrides
 
@@ -84,7 +84,7 @@ class CPUBackend(Backend):
         keeps ``trainer.device=cpu`` and applies every CPU-topology check; for a run of several nodes, the address of
         the local cluster :meth:`around` will start (``VERL_EXT_CPU_RAY_ADDRESS``, which its driver reads), unless
         one is set already."""
-        from verl_ext.cpu.platform import hold_cpu_platform
+        from verl_ext.cpu_runtime.platform import hold_cpu_platform
 
         several_nodes = Topology.from_overrides(overrides).nnodes > 1
         with hold_cpu_platform(), _variable(RAY_ADDRESS_ENV, CLUSTER_TO_START if several_nodes else None):

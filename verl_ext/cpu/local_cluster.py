@@ -5,7 +5,7 @@
 Each node is one ``ray start --block`` process (the head with ``--head``), so each has its own raylet, object
 store and worker processes, as two machines would; they talk over the machine's own address. The nodes get
 ``--gpus-per-node`` logical GPUs (the CPU platform's Ray resource) and the logical CPUs the CPU profile
-gives one node (:mod:`verl_ext.cpu.topology`), so verl's placement groups of one node's trainer ranks fit
+gives one node (:mod:`verl_ext.cpu_runtime.topology`), so verl's placement groups of one node's trainer ranks fit
 on exactly one node each and a two-node run really uses both.
 
 It never becomes anyone else's cluster, and nobody else reaches it:
@@ -23,11 +23,11 @@ It never becomes anyone else's cluster, and nobody else reaches it:
 - free ports picked for it, the dashboard off.
 
 Before any node starts, the machine's memory is checked for a CPU run of this topology
-(:func:`verl_ext.cpu.topology.check_memory`: ``--nodes 500`` is refused, not 500 ``ray start`` processes), and
+(:func:`verl_ext.cpu_runtime.topology.check_memory`: ``--nodes 500`` is refused, not 500 ``ray start`` processes), and
 every argument is bounded: the CLI exits 2 with ``error: ...`` naming the option, the class raises
 :class:`verl_ext.config_values.ConfigError` naming the field.
 
-Inside it, :data:`verl_ext.cpu.topology.RAY_ADDRESS_ENV` holds its address (the CPU profile's
+Inside it, :data:`verl_ext.cpu_runtime.topology.RAY_ADDRESS_ENV` holds its address (the CPU profile's
 ``ray_kwargs.ray_init.address`` reads it), with the token. Every process of the cluster carries
 :data:`MARKER_ENV` in its environment (Ray's workers inherit it from their raylet), which is how
 :func:`cluster_processes` finds them, and how :meth:`LocalRayCluster.stop` makes sure none is left: it
@@ -60,7 +60,7 @@ from typing import Mapping, Optional, Sequence
 from verl_ext.checks.arguments import positive_float, positive_int, split_at_double_dash
 from verl_ext.config_values import ConfigError, reject, require_int, require_number
 from verl_ext.cpu import ray_loopback
-from verl_ext.cpu.topology import RAY_ADDRESS_ENV, Topology, check_memory
+from verl_ext.cpu_runtime.topology import RAY_ADDRESS_ENV, Topology, check_memory
 
 MARKER_ENV = "VERL_EXT_LOCAL_CLUSTER"
 READY_LINE = "Ray runtime started."  # what `ray start` prints once its node is registered with the cluster

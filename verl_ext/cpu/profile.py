@@ -8,9 +8,9 @@ generated from this module, so the Python launcher and the shell scripts cannot 
     eval "$(python -m verl_ext.cpu.profile --shell --assets DIR [-- trainer.n_gpus_per_node=2 ...])"
 
 The topology is the user's: ``trainer.nnodes`` and ``trainer.n_gpus_per_node`` as a GPU user writes them
-(given to :func:`cpu_overrides` as a :class:`~verl_ext.cpu.topology.Topology`, or read from the user's
+(given to :func:`cpu_overrides` as a :class:`~verl_ext.cpu_runtime.topology.Topology`, or read from the user's
 overrides by :func:`cpu_overrides_for`); the logical GPUs and CPUs of Ray, the micro-batches per rank and
-the agent-loop workers follow from it (:mod:`verl_ext.cpu.topology`). A world size of 1 is the default.
+the agent-loop workers follow from it (:mod:`verl_ext.cpu_runtime.topology`). A world size of 1 is the default.
 
 Importing this module does not import verl.
 """
@@ -26,7 +26,7 @@ from typing import Iterable, Optional, Sequence
 
 from verl_ext.checks.arguments import split_at_double_dash
 from verl_ext.cpu.ray_loopback import LOOPBACK_REASON, LOOPBACK_VARIABLE
-from verl_ext.cpu.topology import (
+from verl_ext.cpu_runtime.topology import (
     MINI_BATCH_SIZE,
     ROLLOUT_N,
     TRAIN_BATCH_SIZE,
@@ -34,7 +34,7 @@ from verl_ext.cpu.topology import (
     derived_sizes,
     ray_init_overrides,
 )
-from verl_ext.runs.overrides import override_value
+from verl_ext.overrides import override_value
 from verl_ext.seeding import SEEDED_AGENT_LOOP
 from verl_ext.tiny.assets import OFFLINE_RUN_ENVIRONMENT, TASK_OVERRIDE_REASONS
 from verl_ext.verl_warnings import python_warnings
@@ -219,7 +219,7 @@ def cpu_overrides_for(assets_dir: str | Path, user_overrides: Iterable[str] = ()
 
 def _hydra_value(value: object) -> str:
     if isinstance(value, Path):  # any folder name, non-ASCII or with quotes, read back by Hydra as it is
-        from verl_ext.runs.overrides import hydra_string
+        from verl_ext.overrides import hydra_string
 
         return hydra_string(str(value))
     return str(value)

@@ -34,7 +34,7 @@ from typing import Optional, Sequence
 from verl_ext import metric_names
 from verl_ext.algorithms.presets import algorithm_argument
 from verl_ext.checks.arguments import split_at_double_dash
-from verl_ext.cpu.topology import Topology
+from verl_ext.cpu_runtime.topology import Topology
 from verl_ext.metrics_file import run_summary, trained_steps
 from verl_ext.runs.launch import RunResult
 

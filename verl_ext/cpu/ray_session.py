@@ -29,7 +29,7 @@ from typing import Any, Optional, Sequence
 
 from verl_ext.cpu.backend import CPUBackend
 from verl_ext.cpu.profile import cpu_environment
-from verl_ext.cpu.topology import Topology, check_memory
+from verl_ext.cpu_runtime.topology import Topology, check_memory
 from verl_ext.runs.compose import LOGGER_PATH_VARIABLE, CheckedRun, ComposedRun, compose
 from verl_ext.runs.launch import Execution, RunResult, launch
 from verl_ext.runs.outputs import Outputs
@@ -98,7 +98,7 @@ class CPURaySession:
         import ray
 
         from verl_ext.cpu.local_cluster import LocalRayCluster
-        from verl_ext.cpu.platform import hold_cpu_platform
+        from verl_ext.cpu_runtime.platform import hold_cpu_platform
         from verl_ext.cpu.ray_loopback import loopback_in_this_process
 
         if ray.is_initialized():
@@ -213,7 +213,7 @@ class CPURaySession:
         import ray
         from ray.util.placement_group import PlacementGroup, remove_placement_group
 
-        from verl_ext.cpu.server_adapter import SERVER_NAME_PREFIX
+        from verl_ext.cpu_runtime.server_adapter import SERVER_NAME_PREFIX
 
         deadline = time.monotonic() + self.cleanup_timeout
         while time.monotonic() < deadline:

@@ -28,7 +28,7 @@ Tolerances: ``|a - b| <= absolute + relative * max(|a|, |b|)``.
   (``tests/cpu/test_run_comparison.py`` measures it). It bounds neither the weights after the optimizer
   step (Adam divides each gradient entry by its own scale, so an entry near zero can move by up to the
   learning rate) nor later steps: once the weights differ, so do the logits, and a sampled token flips
-  when its uniform falls within that difference of a CDF boundary (:mod:`verl_ext.cpu.generation`);
+  when its uniform falls within that difference of a CDF boundary (:mod:`verl_ext.cpu_runtime.generation`);
   from then on two runs are two samples, comparable only statistically. Step 1's batch is generated from
   the same initial weights with the same per-request seeds, so its rewards, lengths and scores stay exact.
 """
@@ -41,7 +41,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from verl_ext import metric_names
 
-UPDATE_WEIGHTS = "update_weights"  # the CPU rollout's event of a weight push (verl_ext.cpu.rollout_server)
+UPDATE_WEIGHTS = "update_weights"  # the CPU rollout's event of a weight push (verl_ext.cpu_runtime.rollout_server)
 
 
 @dataclass(frozen=True)

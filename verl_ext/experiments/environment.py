@@ -39,7 +39,7 @@ unset. Everything here is checked without importing torch, verl or Ray (a bad va
 a second, tests/adversarial/test_launcher_variables.py):
 
 - paths may hold any character, non-ASCII letters, spaces, quotes and brackets included
-  (:func:`verl_ext.runs.overrides.hydra_string` writes them so that Hydra reads them back unchanged),
+  (:func:`verl_ext.overrides.hydra_string` writes them so that Hydra reads them back unchanged),
   but not ``${`` (verl's config would interpolate it, escaped or not), a control character (a newline) or
   bytes that are not UTF-8; the folders of data files (``DATA_DIR``, the tiny assets) not ``*``, ``?`` or ``[``
   either (:data:`GLOB_CHARACTERS`: verl's dataset loader, HF datasets, takes a data file's path as a pattern);
@@ -63,8 +63,8 @@ from typing import Mapping, Optional
 from verl_ext.checkpoint_backends import GPU_BACKEND
 from verl_ext.runs.backend import Backend
 from verl_ext.runs.names import check_name
-from verl_ext.runs.outputs import Outputs, folder_problem, unwritable_folder  # noqa: F401 (their home)
-from verl_ext.runs.overrides import INTERPOLATION, hydra_list
+from verl_ext.runs.outputs import Outputs, folder_problem, unwritable_folder
+from verl_ext.overrides import INTERPOLATION, hydra_list
 from verl_ext.runs.run import Run
 from verl_ext.staleness.config import engine_pool_overrides
 

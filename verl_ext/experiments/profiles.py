@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from verl_ext.runs.overrides import hydra_string
+from verl_ext.overrides import hydra_string
 
 
 @dataclass(frozen=True)

@@ -213,7 +213,7 @@ def _checked(what: str, values: dict, reasons: dict) -> list[str]:
     unexplained = set(values) ^ set(reasons)
     if unexplained:
         raise AssertionError(f"every {what} override needs a reason and a value: {sorted(unexplained)}")
-    from verl_ext.runs.overrides import hydra_string  # a path is written so that Hydra reads it back as it is
+    from verl_ext.overrides import hydra_string  # a path is written so that Hydra reads it back as it is
 
     return [f"{key}={hydra_string(str(value)) if isinstance(value, Path) else value}" for key, value in values.items()]
 

@@ -33,7 +33,7 @@ from verl_ext.lab.summary import REWARD_METRIC, summarize_run
 from verl_ext.metrics_file import metric_series, read_metrics_file, trained_steps
 from verl_ext.run_description import read_lab_record, write_lab_record
 from verl_ext.runs.outputs import Outputs
-from verl_ext.runs.overrides import merge_overrides, override_key
+from verl_ext.overrides import merge_overrides, override_key
 from verl_ext.runs.run import Run
 
 POLL_SECONDS = 1.0

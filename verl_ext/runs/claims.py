@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 from verl_ext.algorithms.presets import ESTIMATOR_KEY, POLICY_LOSS_KEY, number_label
 from verl_ext.algorithms.registry import EPSILONS, POLICY_LOSSES
 from verl_ext.run_description import RunDescription
-from verl_ext.runs.overrides import override_key
+from verl_ext.overrides import override_key
 from verl_ext.runs.run import LEARNING_RATE_KEY, SEED_KEYS, RunRefused
 from verl_ext.staleness.setting import CONFIG_KEY, MODE_KEY, TRAINER_MODE
 

@@ -3,9 +3,11 @@ overrides -> the config verl's driver composes -> the driver's checks, on the pl
 
 Every way of running a run goes through here: the launcher (:func:`verl_ext.runs.launch.launch`, a child process
 or the CPU backend's in-process session), the dry run (:mod:`verl_ext.preflight`) and the run scripts' modes.
+``main_ppo``'s arguments typed on a command line (``python -m verl_ext.preflight -- ...``) are parsed back into
+the same :class:`MainPPOArguments` a composed run gives ``main_ppo``, and checked by the same :meth:`MainPPOArguments.check`.
 
 :func:`compose` joins the layers, merged in this order, a key set later winning
-(:func:`verl_ext.runs.overrides.merge_overrides`):
+(:func:`verl_ext.overrides.merge_overrides`):
 
 1. the backend's profile, sized for the run (``Backend.before``: the CPU or GPU profile of a run written for
    that backend, with its bookkeeping: 2 steps, no validation, no checkpoint unless the run asks);
@@ -41,12 +43,12 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, ContextManager, Iterator, Optional, Sequence
 
 from verl_ext.runs.backend import Backend
 from verl_ext.runs.claims import BACKEND_OVER, check_claims
 from verl_ext.runs.outputs import CHECKPOINTS_KEY, Outputs, RunPaths
-from verl_ext.runs.overrides import hydra_string, merge_overrides, override_key
+from verl_ext.overrides import hydra_string, merge_overrides, override_key
 from verl_ext.runs.run import Run, RunRefused
 
 MAIN_PPO = "verl.trainer.main_ppo"  # python -m MAIN_PPO --config-path=DIR --config-name=NAME overrides...
@@ -71,10 +73,14 @@ class ComposedRun:
     layers: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
+    def main_ppo(self) -> "MainPPOArguments":
+        """Hydra's config directory and name, and the overrides: what ``main_ppo`` is given."""
+        return MainPPOArguments(self.run.resolved_config_dir(), self.run.config_name, self.overrides)
+
+    @property
     def arguments(self) -> list[str]:
         """``--config-path=DIR --config-name=NAME overrides...``: what follows ``python -m verl.trainer.main_ppo``."""
-        return [f"--config-path={self.run.resolved_config_dir()}", f"--config-name={self.run.config_name}",
-                *self.overrides]
+        return self.main_ppo.argv
 
     @property
     def command(self) -> list[str]:
@@ -84,16 +90,12 @@ class ComposedRun:
 
     def config(self):
         """The config ``main_ppo`` composes (Hydra, verl imported)."""
-        return hydra_config(self.run.resolved_config_dir(), self.run.config_name, self.overrides)
+        return self.main_ppo.config()
 
     def check(self) -> "CheckedRun":
         """The driver's checks on the composed config, on the backend's platform (module docstring); RunRefused."""
         try:
-            with _HYDRA, warnings.catch_warnings():  # process-wide state: one check at a time
-                warnings.simplefilter("ignore")  # verl's import-time notices (missing optional engines, ...)
-                with self.backend.as_driver(self.overrides):
-                    config = self.config()
-                    resolved, notes = check_as_the_driver(config)
+            config, resolved, notes = self.main_ppo.check(self.backend.as_driver(self.overrides))
         except Exception as error:  # a bad config: Hydra's, verl's or verl-ext's message, with its causes
             raise RunRefused(self.run.name, error_text(error)) from error
         check_claims(self.run, self.layers, resolved)  # the name says what the config trains, or the run is refused
@@ -143,6 +145,76 @@ def refuse_logger_paths(run: Run, outputs: Outputs) -> None:
                 f"reads them back, {outputs.paths(run).metrics}: choose the output folder instead (OUTPUT_DIR for the "
                 "run scripts, --out for the lab and the quickstart) and drop the override",
                 what="it sets where verl's file logger writes, which verl-ext sets")
+
+
+@dataclass(frozen=True)
+class MainPPOArguments:
+    """What follows ``python -m verl.trainer.main_ppo``: Hydra's config directory and name, and the overrides."""
+
+    config_dir: Path
+    config_name: str
+    overrides: tuple[str, ...]
+
+    @property
+    def argv(self) -> list[str]:
+        return [f"--config-path={self.config_dir}", f"--config-name={self.config_name}", *self.overrides]
+
+    def config(self):
+        """The config ``main_ppo`` composes from them (Hydra, verl imported)."""
+        return hydra_config(self.config_dir, self.config_name, self.overrides)
+
+    def check(self, platform: ContextManager = contextlib.nullcontext()) -> tuple[Any, dict, list[str]]:
+        """(config, resolved, notes): the config composed and checked as ``main_ppo``'s driver checks it
+        (:func:`check_as_the_driver`), on the platform ``platform`` holds (this process's by default); raises on
+        the first failure."""
+        with _HYDRA, warnings.catch_warnings():  # process-wide state: one check at a time
+            warnings.simplefilter("ignore")  # verl's import-time notices (missing optional engines, ...)
+            with platform:
+                config = self.config()
+                resolved, notes = check_as_the_driver(config)
+        return config, resolved, notes
+
+
+def parse_main_ppo_argv(argv: Sequence[str]) -> MainPPOArguments:
+    """Split ``main_ppo``'s arguments given on the command line (``python -m verl_ext.preflight -- ...``) into Hydra's
+    config directory, config name and overrides: the CLI's boundary (every run verl-ext starts is composed, never
+    parsed back). ValueError naming the argument."""
+    config_dir: Optional[str] = None
+    config_name: Optional[str] = None
+    overrides: list[str] = []
+    items = list(argv)
+    index = 0
+    while index < len(items):
+        item = items[index]
+        for flags, target in ((("--config-path", "-cp"), "dir"), (("--config-name", "-cn"), "name")):
+            flag = next((f for f in flags if item == f or item.startswith(f + "=")), None)
+            if flag is None:
+                continue
+            if item == flag:
+                if index + 1 >= len(items):
+                    raise ValueError(f"{flag} needs a value")
+                index += 1
+                value = items[index]
+            else:
+                value = item[len(flag) + 1 :]
+            if target == "dir":
+                config_dir = value
+            else:
+                config_name = value
+            break
+        else:
+            if item.startswith("-"):
+                raise ValueError(f"unsupported main_ppo argument {item!r} (only --config-path, --config-name and overrides)")
+            overrides.append(item)
+        index += 1
+    if config_dir is None or config_name is None:
+        raise ValueError("the arguments must name --config-path and --config-name, as the run scripts do")
+    directory = Path(config_dir)
+    if not directory.is_absolute():
+        raise ValueError(f"--config-path={config_dir} must be an absolute path (Hydra resolves it against the script)")
+    if not (directory / f"{config_name}.yaml").is_file():
+        raise ValueError(f"--config-path/--config-name: no file {directory / (config_name + '.yaml')}")
+    return MainPPOArguments(directory, config_name, tuple(overrides))
 
 
 # Hydra's composition goes through its one global instance, a check swaps the warning filters and stdout: one at a time

@@ -50,7 +50,7 @@ from typing import Iterable, Optional, Sequence
 from verl_ext.metrics_file import file_logger_path
 from verl_ext.run_description import description_path
 from verl_ext.config_values import ConfigError
-from verl_ext.runs.overrides import INTERPOLATION, override_key, parsed_value
+from verl_ext.overrides import INTERPOLATION, override_key, parsed_value
 from verl_ext.runs.run import Run, RunRefused
 
 LAYOUTS = ("per_run", "scripts")

@@ -12,7 +12,7 @@ the scripts read, :mod:`verl_ext.experiments`; the lab's, :mod:`verl_ext.lab.pla
 and the tests and benchmarks (a Run of plain overrides).
 
 A Run built from the presets (:meth:`Run.from_preset`) has these overrides, merged in this order, a key set
-later winning (:func:`verl_ext.runs.overrides.merge_overrides`):
+later winning (:func:`verl_ext.overrides.merge_overrides`):
 
 1. ``base``: what the run is built on (a run profile's Table 1 column, the lab's batch);
 2. the algorithm preset (:mod:`verl_ext.algorithms.presets`: estimator, loss, clipping range, its settings);
@@ -40,7 +40,7 @@ from verl_ext.recipe import CONFIG_NAME as RECIPE_CONFIG_NAME
 from verl_ext.recipe import config_dir as recipe_config_dir
 from verl_ext.run_description import RunDescription
 from verl_ext.runs.names import check_name, run_name
-from verl_ext.runs.overrides import merge_overrides, override_key
+from verl_ext.overrides import merge_overrides, override_key
 from verl_ext.staleness.setting import Setting
 
 LEARNING_RATE_KEY = "actor_rollout_ref.actor.optim.lr"

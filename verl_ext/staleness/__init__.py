@@ -9,7 +9,7 @@
 - :mod:`~verl_ext.staleness.cli`: ``verl-ext schedule``, a preview of the schedule.
 """
 
-import wrapt
+from verl_ext.import_hooks import OnImport, install
 
 VERL_TRAINER_MODULE = "verl.trainer.ppo.v1.trainer_base"
 VERL_ENGINE_WORKERS_MODULE = "verl.workers.engine_workers"
@@ -20,11 +20,10 @@ def register_staleness() -> None:
 
     verl loads plugins on ``import verl`` in every process, while only the TaskRunner needs the trainer,
     and importing verl's v1 trainer costs seconds: the registration runs when (and wherever) verl's
-    ``trainer_base`` module is imported, right before verl looks the mode up. Errors are not swallowed.
+    ``trainer_base`` module is imported, right before verl looks the mode up; likewise the actor's workers get
+    the mismatch measurement when they import verl's engine workers (:data:`ON_IMPORT`). Errors are not swallowed.
     """
-    wrapt.register_post_import_hook(_register_trainer, VERL_TRAINER_MODULE)
-    # the actor's workers (their own processes) measure the log-prob mismatch inside the update when the trainer asks
-    wrapt.register_post_import_hook(_install_mismatch_in_update, VERL_ENGINE_WORKERS_MODULE)
+    install(ON_IMPORT)
 
 
 def _register_trainer(_trainer_base_module) -> None:
@@ -33,6 +32,14 @@ def _register_trainer(_trainer_base_module) -> None:
 
 
 def _install_mismatch_in_update(engine_workers_module) -> None:
-    from verl_ext.staleness.mismatch_in_update import install
+    from verl_ext.staleness import mismatch_in_update
 
-    install(engine_workers_module)
+    mismatch_in_update.install(engine_workers_module)
+
+
+ON_IMPORT = (
+    OnImport(VERL_TRAINER_MODULE, "trainer mode delayed_sync, with register_trainer", _register_trainer),
+    # the actor's workers (their own processes) measure the log-prob mismatch inside the update when the trainer asks
+    OnImport(VERL_ENGINE_WORKERS_MODULE, "the mismatch_in_update patch of TrainingWorker.train_batch",
+             _install_mismatch_in_update),
+)

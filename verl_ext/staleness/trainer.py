@@ -44,25 +44,21 @@ reason for each in :mod:`verl_ext.verl_internals`, which ``verl-ext doctor`` che
 
 import logging
 import os
-import uuid
 
-import numpy as np
-import torch
 import transfer_queue as tq
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer, register_trainer
 from verl.utils import tensordict_utils as tu
 from verl.utils.debug import marked_timer
-from verl.workers.utils.padding import response_from_nested
 
 from verl_ext import metric_names
 from verl_ext.algorithms import step_metrics
 from verl_ext.checks.resume import resumed_folder
 from verl_ext.staleness.checkpoint_state import STATE_FILE, DelayedSyncState, read_state, write_state
 from verl_ext.staleness.config import TRAINER_MODE, delayed_sync_config_from, engine_gpus, engine_on_own_pool
-from verl_ext.staleness.generation_tracker import GenerationTracker, GenerationWatcher, WindowTiming
-from verl_ext.staleness.mismatch import mean_behaviour_minus_current_log_prob
-from verl_ext.staleness.mismatch_in_update import UPDATE_KEY, pop_update_mismatch
+from verl_ext.staleness.generation_tracker import GenerationTracker, GenerationWatcher
+from verl_ext.staleness.measurements import StepMeasurements
+from verl_ext.staleness.mismatch_in_update import UPDATE_KEY
 from verl_ext.staleness.pending_batches import (
     BEHAVIOUR_VERSION_TAG,
     STEP_TAG,
@@ -70,7 +66,6 @@ from verl_ext.staleness.pending_batches import (
     read_pending_batches,
 )
 from verl_ext.staleness.replay_buffer import TRAIN_PARTITION, PreparedStep, ScheduledReplayBuffer
-from verl_ext.staleness.update_lag import UpdateCounter, update_index_groups, update_lag
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -79,17 +74,6 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 GENERATION_POLL_SECONDS = 0.05
 # how often the watcher thread records the end of a generation nobody waits for (overlap)
 WATCHER_POLL_SECONDS = 0.1
-
-
-def timing_metrics(timing: WindowTiming) -> dict[str, float]:
-    """The staleness/ timing metrics of one step's window."""
-    return {
-        metric_names.WAIT_FOR_BATCH_S: timing.wait_for_batch,
-        metric_names.WAIT_FOR_GENERATION_S: timing.wait_for_generation,
-        metric_names.GENERATION_HIDDEN_S: timing.generation_hidden,
-        metric_names.ENGINE_BUSY_S: timing.engine_busy,
-        metric_names.ENGINE_BUSY_FRACTION: timing.engine_busy_fraction,
-    }
 
 
 @register_trainer(TRAINER_MODE)
@@ -120,18 +104,11 @@ class DelayedSyncTrainer(PPOTrainer):
         self._prepared_step: PreparedStep | None = None
         # a resident engine keeps its weights between generations (free_cache_engine=false; overlap needs it)
         self._engine_resident = config.actor_rollout_ref.rollout.get("free_cache_engine", True) is False
-        # pi_old is the behaviour policy (bypass mode): the mismatch metric comes from the actor update's forward pass
-        rollout_correction = config.algorithm.get("rollout_correction", None)
-        self._pi_old_is_behaviour = bool(rollout_correction and rollout_correction.get("bypass_mode", False))
-        self._run_id = uuid.uuid4().hex  # makes each update's id (UPDATE_KEY) unique to this run
         # the batches being generated, the waits for them and the timeline of both
         self.generations = GenerationTracker(self._finished_groups, poll_seconds=GENERATION_POLL_SECONDS)
         self._watcher: GenerationWatcher | None = None
-        self._window_start: float | None = None
-        # optimizer updates per step, for the lag counted in updates (verl_ext.staleness.update_lag)
-        actor = config.actor_rollout_ref.actor
-        self.update_counter = UpdateCounter(
-            int(actor.ppo_epochs) * (int(config.data.train_batch_size) // int(actor.ppo_mini_batch_size)))
+        # what each step measures: staleness, lag in updates, log-prob mismatch, generation timing
+        self.measurements = StepMeasurements(config, self.delayed_sync, self.schedule, self.generations)
 
     # ------------------------------------------------------------------ the engine on its own pool
 
@@ -232,7 +209,7 @@ class DelayedSyncTrainer(PPOTrainer):
         # fit() has already advanced global_steps to the first step to run: the weights are one version older
         version = self.global_steps - 1
         self._in_training_loop = True
-        self._window_start = self.generations.clock()
+        self.measurements.start_window()
         if self._start_up_steps:
             if self._rollout_version != version:
                 self._push_weights(version)
@@ -248,10 +225,19 @@ class DelayedSyncTrainer(PPOTrainer):
         if self.curr_step_profile:
             self._stop_rollout_profiling()
 
+    # ------------------------------------------------------------------ one training step, in verl's order
+    # fit: step -> _step_once (sample this step's groups -> _compute_old_log_prob -> _compute_advantage ->
+    # _update_actor) -> the step's staleness -> _save_checkpoint -> on_step_end (push, generate) -> validation ->
+    # _compute_metrics -> _log_rollout_data
+
     def step(self, metrics: dict, timing_raw: dict) -> KVBatchMeta:
-        batch = super().step(metrics, timing_raw)
-        metrics.update(self._staleness_metrics())
-        metrics.update(self._update_lag_metrics(batch, round(metrics[metric_names.BEHAVIOUR_VERSION])))
+        batch = super().step(metrics, timing_raw)  # _step_once and what it calls, below
+        step, prepared = self.global_steps - 1, self._prepared_step
+        metrics.update(self.measurements.staleness(prepared, step))
+        updated = not prepared.update_skipped and self.config.trainer.critic_warmup <= self.global_steps
+        dp_size = max(self.actor_rollout_wg._dispatch_info["actor"]) + 1 if updated else 1  # what verl's _balance_batch read
+        metrics.update(self.measurements.update_lag(batch, step, round(metrics[metric_names.BEHAVIOUR_VERSION]),
+                                                    updated, dp_size))
         return batch
 
     def _step_once(self, metrics: dict, timing_raw: dict, sample_batch_size: int) -> KVBatchMeta:
@@ -280,6 +266,11 @@ class DelayedSyncTrainer(PPOTrainer):
             return batch
         return super()._step_once(metrics, timing_raw, sample_batch_size)
 
+    def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        batch = super()._compute_old_log_prob(batch, metrics)
+        metrics.update(self.measurements.mismatch_after_old_log_prob(batch, self.actor_rollout_wg))
+        return batch
+
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         # verl's estimators return only (advantages, returns); verl-ext's record their own metrics
         # (RED-Drop's dropped fraction) in verl_ext.algorithms.step_metrics, in this process
@@ -287,52 +278,17 @@ class DelayedSyncTrainer(PPOTrainer):
         metrics.update(step_metrics.pop_all())
         return batch
 
-    def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
-        now = self.generations.clock()
-        start = self._window_start if self._window_start is not None else now
-        metrics.update(timing_metrics(self.generations.timing(start, now)))
-        self._window_start = now
-        if self._prepared_step is not None and self._prepared_step.update_skipped:
-            # no update: the batch has no advantages, log-probs or update metrics for verl's batch metrics
-            metrics.update({metric_names.GLOBAL_STEP: global_steps, metric_names.EPOCH: epoch})
-            metrics.update({metric_names.timing(name): value for name, value in timing_raw.items()})
-            return
-        super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
-
-    def _log_rollout_data(self, batch: KVBatchMeta, timing_raw: dict, rollout_data_dir: str):
-        if self._prepared_step is not None and self._prepared_step.update_skipped:
-            return  # nothing was trained at this step
-        super()._log_rollout_data(batch, timing_raw, rollout_data_dir)
-
-    def _compute_old_log_prob(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        batch = super()._compute_old_log_prob(batch, metrics)
-        if not self.delayed_sync.measure_mismatch:
-            return batch
-        if not self._pi_old_is_behaviour:  # verl has just computed pi_old with the current actor: reuse it
-            metrics[metric_names.BEHAVIOUR_MINUS_CURRENT_LOG_PROB] = self._mismatch_against(batch, "old_log_probs")
-        elif self.delayed_sync.mismatch_forward_pass:
-            metrics[metric_names.BEHAVIOUR_MINUS_CURRENT_LOG_PROB_FORWARD_PASS] = self._mismatch_from_a_forward_pass(batch)
-        return batch
-
     def _update_actor(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         """verl's update; in bypass mode it also measures the log-prob mismatch on its first mini-batch, before the
         first optimizer step (:mod:`verl_ext.staleness.mismatch_in_update`)."""
-        if not (self.delayed_sync.measure_mismatch and self._pi_old_is_behaviour):
+        if not self.measurements.in_the_update:
             return super()._update_actor(batch, metrics)
-        batch.extra_info[UPDATE_KEY] = f"{self._run_id}:{self.global_steps}"
+        batch.extra_info[UPDATE_KEY] = self.measurements.update_id(self.global_steps)
         try:
             batch = super()._update_actor(batch, metrics)
         finally:
             batch.extra_info.pop(UPDATE_KEY, None)
-        gap = pop_update_mismatch(metrics)
-        if gap is None:
-            logger.warning(
-                f"delayed_sync: the actor update of step {self.global_steps - 1} returned no log-prob mismatch "
-                f"({metric_names.BEHAVIOUR_MINUS_CURRENT_LOG_PROB} is not logged for it): was the update wrapper "
-                "installed in the actor's process? (verl-ext doctor)"
-            )
-        else:
-            metrics[metric_names.BEHAVIOUR_MINUS_CURRENT_LOG_PROB] = gap
+        metrics.update(self.measurements.mismatch_of_the_update(metrics, self.global_steps - 1))
         return batch
 
     def on_step_end(self):
@@ -374,6 +330,22 @@ class DelayedSyncTrainer(PPOTrainer):
     def on_validate_end(self):
         if self._in_training_loop:
             self._sleep_rollout()
+
+    def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
+        metrics.update(self.measurements.window_timing())
+        if self._prepared_step is not None and self._prepared_step.update_skipped:
+            # no update: the batch has no advantages, log-probs or update metrics for verl's batch metrics
+            metrics.update({metric_names.GLOBAL_STEP: global_steps, metric_names.EPOCH: epoch})
+            metrics.update({metric_names.timing(name): value for name, value in timing_raw.items()})
+            return
+        super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+
+    def _log_rollout_data(self, batch: KVBatchMeta, timing_raw: dict, rollout_data_dir: str):
+        if self._prepared_step is not None and self._prepared_step.update_skipped:
+            return  # nothing was trained at this step
+        super()._log_rollout_data(batch, timing_raw, rollout_data_dir)
+
+    # ------------------------------------------------------------------ checkpoints
 
     def _save_checkpoint(self):
         # a checkpoint holds complete batches only: a resumed run restores them exactly (their generating
@@ -547,105 +519,3 @@ class DelayedSyncTrainer(PPOTrainer):
     def _read_pending_batches(self):
         listing = (tq.kv_list(TRAIN_PARTITION) or {}).get(TRAIN_PARTITION, {})
         return read_pending_batches(listing, self.config.data.train_batch_size)
-
-    # ------------------------------------------------------------------ measurements
-
-    def _staleness_metrics(self) -> dict:
-        """staleness/behaviour_version and staleness/lag of this step's batch, as the rollout reported them.
-
-        The version is the one the rollout engine stamped on each trajectory (verl's ``max_global_steps``
-        tag: the label of the last weight push it received); when a rollout does not stamp it, the version
-        the trainer pushed before generating the batch (the prompt tag) is used. All the step's groups
-        count, those removed by zero-variance masking included: they were generated together.
-        """
-        step = self.global_steps - 1
-        prepared = self._prepared_step
-        versions = [tag.get("max_global_steps") for tag in prepared.trajectory_tags]
-        if not versions or any(version is None for version in versions):
-            versions = [tag.get(BEHAVIOUR_VERSION_TAG) for tag in prepared.prompt_tags]
-        behaviour_version = float(np.mean(versions))
-        if min(versions) != max(versions):
-            logger.warning(f"delayed_sync: the batch of step {step} mixes behaviour versions {sorted(set(versions))}")
-        scheduled = self.schedule.behaviour_version(step)
-        if behaviour_version != scheduled:
-            logger.warning(
-                f"delayed_sync: the batch of step {step} was generated by version {behaviour_version:g}, "
-                f"the schedule says {scheduled} (see the start-up warnings of a resumed run)"
-            )
-        return {metric_names.BEHAVIOUR_VERSION: behaviour_version, metric_names.LAG: step - behaviour_version}
-
-    def _mismatch_from_a_forward_pass(self, batch: KVBatchMeta) -> float:
-        """The mismatch over the whole batch from one forward pass of the actor (``mismatch_forward_pass=true``;
-        in bypass mode nothing else computes the current policy's log-probs of the whole batch)."""
-        batch.extra_info.update(
-            {
-                "calculate_entropy": False,
-                "compute_loss": False,
-                "temperature": self.config.actor_rollout_ref.rollout.temperature,
-            }
-        )
-        output = self.actor_rollout_wg.compute_log_prob(batch)
-        assert len(output) == len(batch)
-        return self._mismatch_against(batch, "log_probs")
-
-    def _update_lag_metrics(self, batch: KVBatchMeta, behaviour_version: int) -> dict:
-        """The step's lag counted in optimizer updates (:mod:`verl_ext.staleness.update_lag`): verl's split of the
-        batch it just trained into updates, each weighted by its mini-batch's ``loss_mask`` tokens; and the step lag
-        weighted by those tokens (each trajectory's version: its ``max_global_steps`` tag)."""
-        step = self.global_steps - 1
-        updated = not (self._prepared_step is not None and self._prepared_step.update_skipped) and (
-            self.config.trainer.critic_warmup <= self.global_steps)
-        tokens: list[int] = []
-        weighted: list[tuple[int, int]] = []  # (trained tokens, version) of each trajectory
-        if updated:
-            actor = self.config.actor_rollout_ref.actor
-            data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["loss_mask"])
-            row_tokens = [int(row.sum()) for row in data["loss_mask"].unbind()]
-            groups = update_index_groups(
-                len(row_tokens),
-                dp_size=max(self.actor_rollout_wg._dispatch_info["actor"]) + 1,  # what verl's _balance_batch read
-                mini_batch_size=int(actor.ppo_mini_batch_size) * int(self.config.actor_rollout_ref.rollout.n),
-                epochs=int(actor.ppo_epochs),
-                shuffle=bool(actor.shuffle),
-                seed=int(actor.data_loader_seed),
-            )
-            tokens = [sum(row_tokens[row] for row in rows) for rows in groups]
-            weighted = [(count, tag["max_global_steps"]) for count, tag in zip(row_tokens, batch.tags)
-                        if not tag.get("is_padding", False) and tag.get("max_global_steps") is not None]
-        if self.update_counter.first_step is None and step > 0 and self.delayed_sync.zero_variance_masking:
-            logger.warning(
-                f"delayed_sync: resumed at step {step}; staleness/update_lag_* count "
-                f"{self.update_counter.nominal} updates for each step before it (zero-variance masking may have "
-                "made fewer there)")
-        lag = update_lag(self.update_counter.between(behaviour_version, step), tokens)
-        self.update_counter.record(step, len(tokens))
-        metrics = {metric_names.OPTIMIZER_UPDATES: float(len(tokens))}
-        if sum(count for count, _ in weighted) > 0:
-            metrics[metric_names.LAG_TOKEN_MEAN] = step - sum(count * version for count, version in weighted) / sum(
-                count for count, _ in weighted)
-        if lag is not None:
-            metrics.update({
-                metric_names.UPDATE_LAG_FIRST: float(lag.first),
-                metric_names.UPDATE_LAG_LAST: float(lag.last),
-                metric_names.UPDATE_LAG_TOKEN_MEAN: lag.token_mean,
-            })
-        return metrics
-
-    def _mismatch_against(self, batch: KVBatchMeta, current_field: str) -> float:
-        """staleness/behaviour_minus_current_log_prob on this batch (see :mod:`verl_ext.staleness.mismatch`), the
-        current policy's log-probs read from ``current_field`` of the batch."""
-        data = tq.kv_batch_get(
-            keys=batch.keys,
-            partition_id=batch.partition_id,
-            select_fields=[current_field, "rollout_log_probs", "response_mask"],
-        )
-        current = data.pop(current_field)
-        if current_field == "log_probs":  # the forward pass's output covers prompt and response
-            current = response_from_nested(current, data["response_mask"])
-        data["current_log_probs"] = current
-        padded = data.to_padded_tensor()
-        real_rows = torch.tensor([not tag.get("is_padding", False) for tag in batch.tags], dtype=torch.bool)
-        response_mask = padded["response_mask"] * real_rows.unsqueeze(1).to(padded["response_mask"].dtype)
-        return mean_behaviour_minus_current_log_prob(
-            padded["rollout_log_probs"], padded["current_log_probs"], response_mask
-        )

@@ -24,7 +24,7 @@ AGENT_LOOP_CONFIG_FILE = HERE / "count_agent_loops.yaml"
 
 def tiny_count_tool_overrides(max_assistant_turns: int = count_tool.MAX_ASSISTANT_TURNS) -> list[str]:
     """Hydra overrides (after a CPU run's profile) for the counting task with its calculator, several turns each."""
-    from verl_ext.runs.overrides import hydra_string
+    from verl_ext.overrides import hydra_string
 
     return [
         f"actor_rollout_ref.rollout.agent.default_agent_loop={count_tool.AGENT_LOOP_NAME}",

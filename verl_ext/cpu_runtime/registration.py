@@ -9,22 +9,21 @@
   whichever process, verl imports that module: verl's rollout package costs about a CPU-second to import,
   and most processes that ``import verl`` never use it (verl looks a rollout up only through these modules,
   so it always finds ``cpu`` there);
-- checkpoint-engine backend ``gloo`` (:mod:`verl_ext.cpu.checkpoint_engine`) in
+- checkpoint-engine backend ``gloo`` (:mod:`verl_ext.cpu_runtime.checkpoint_engine`) in
   ``verl.checkpoint_engine.CheckpointEngineRegistry`` (public), likewise when verl imports that registry;
-- the patches of :mod:`verl_ext.cpu.patches`, only when the CPU platform is selected.
+- the patches of :mod:`verl_ext.cpu_runtime.patches`, only when the CPU platform is selected.
 
 Nothing here imports verl's rollout stack, nor a verl_ext module that does: verl runs this while
-``import verl`` is still executing (see :class:`verl_ext.cpu.platform.CPUPlatformMethods`).
+``import verl`` is still executing (see :class:`verl_ext.cpu_runtime.platform.CPUPlatformMethods`).
 """
 
 from __future__ import annotations
 
-import wrapt
-
-from verl_ext.cpu.platform import PLATFORM_NAME, cpu_platform_class, is_cpu_platform_selected
+from verl_ext.cpu_runtime.platform import PLATFORM_NAME, cpu_platform_class, is_cpu_platform_selected
+from verl_ext.import_hooks import OnImport, install
 
 ROLLOUT_NAME = "cpu"
-SERVER_ADAPTER_PATH = "verl_ext.cpu.server_adapter.CPUServerAdapter"
+SERVER_ADAPTER_PATH = "verl_ext.cpu_runtime.server_adapter.CPUServerAdapter"
 
 
 def _register_rollout_adapter(rollout_base) -> None:
@@ -37,22 +36,24 @@ def _register_rollout_replica(replica_module) -> None:
 
 def _register_checkpoint_engine(_base_module) -> None:
     # importing the module registers its backend (and refuses to replace another class of that name)
-    import verl_ext.cpu.checkpoint_engine  # noqa: F401
+    import verl_ext.cpu_runtime.checkpoint_engine  # noqa: F401
 
 
 def _load_cpu_rollout_replica() -> type:
-    from verl_ext.cpu.rollout_replica import CPURolloutReplica
+    from verl_ext.cpu_runtime.rollout_replica import CPURolloutReplica
 
     return CPURolloutReplica
 
 
-# verl module -> what is registered into it when (and wherever) verl imports it; each is listed in
+# what is registered into which verl module when (and wherever) verl imports it; each module is listed in
 # verl_ext.verl_internals (kind "import hook"), which verl-ext doctor checks
-REGISTRATIONS_ON_IMPORT = {
-    "verl.workers.rollout.base": _register_rollout_adapter,
-    "verl.workers.rollout.replica": _register_rollout_replica,
-    "verl.checkpoint_engine.base": _register_checkpoint_engine,
-}
+ON_IMPORT = (
+    OnImport("verl.workers.rollout.base", "the cpu rollout's trainer-side adapter, in _ROLLOUT_REGISTRY",
+             _register_rollout_adapter),
+    OnImport("verl.workers.rollout.replica", "the cpu rollout replica, in RolloutReplicaRegistry", _register_rollout_replica),
+    OnImport("verl.checkpoint_engine.base", "the gloo checkpoint engine, in CheckpointEngineRegistry",
+             _register_checkpoint_engine),
+)
 
 
 def register_cpu_backend() -> None:
@@ -63,10 +64,9 @@ def register_cpu_backend() -> None:
     platform_class = cpu_platform_class()
     if PlatformRegistry.get(PLATFORM_NAME) is not platform_class:
         PlatformRegistry.register(platform=PLATFORM_NAME)(platform_class)
-    for module, register in REGISTRATIONS_ON_IMPORT.items():
-        wrapt.register_post_import_hook(register, module)
+    install(ON_IMPORT)
 
     if is_cpu_platform_selected():
-        from verl_ext.cpu.patches import apply_cpu_patches
+        from verl_ext.cpu_runtime.patches import apply_cpu_patches
 
         apply_cpu_patches()

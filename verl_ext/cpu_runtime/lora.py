@@ -18,7 +18,7 @@ The CPU rollout does the same with peft's own layers: the first push with a ``pe
 that config into the server's model (``peft.inject_adapter_in_model``, the layers verl's actor trains with), so the
 engine's forward pass is the actor's, and each adapter push copies the tensors into them. It is stricter than vLLM
 where vLLM is silent: in adapter mode it **refuses to generate without an adapter pushed since the last sleep**
-(:class:`verl_ext.cpu.rollout_server.RolloutWeightsUnavailable`), so a push path that sends only base weights (verl
+(:class:`verl_ext.cpu_runtime.rollout_server.RolloutWeightsUnavailable`), so a push path that sends only base weights (verl
 0.9.1's checkpoint-engine path, :func:`verl_ext.checks.lora.lora_problems`) fails the run instead of training on.
 
 ``lora.merge=true`` needs nothing here: verl merges the adapter into the base weights before the push, which the
@@ -75,7 +75,7 @@ def adapter_checksum(named_tensors: dict[str, torch.Tensor]) -> str:
     (``<module>.lora_A.default.weight``), the actor's parameters or checkpoint (``base_model.model.<module>
     .lora_A.default.weight``) and a saved adapter file (``base_model.model.<module>.lora_A.weight``) give the same
     for the same adapter."""
-    from verl_ext.cpu.weight_checksum import weight_checksum
+    from verl_ext.cpu_runtime.weight_checksum import weight_checksum
 
     return weight_checksum({adapter_parameter_name(name): tensor
                             for name, tensor in named_tensors.items() if ADAPTER_MARK in "." + name})

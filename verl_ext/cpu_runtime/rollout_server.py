@@ -4,9 +4,9 @@ It stands where verl's ``vLLMHttpServer`` stands (one per rollout replica, reach
 balancer with ``generate(prompt_ids, sampling_params, request_id, ...) -> TokenOutput``) and follows the
 same rules, so trainer code that would be wrong with vLLM is wrong here too:
 
-- it returns the log-prob of every generated token (:mod:`verl_ext.cpu.generation`);
+- it returns the log-prob of every generated token (:mod:`verl_ext.cpu_runtime.generation`);
 - its weights change only through a weight push (``begin_weight_update`` / ``load_weight_bucket`` /
-  ``finish_weight_update``, driven by :class:`verl_ext.cpu.server_adapter.CPUServerAdapter` from verl's
+  ``finish_weight_update``, driven by :class:`verl_ext.cpu_runtime.server_adapter.CPUServerAdapter` from verl's
   checkpoint engine ``update_weights``), never by reading the trainer's state;
 - ``sleep()`` follows vLLM's levels: with ``free_cache_engine`` in hybrid (colocated-with-trainer) mode it
   is level 2, which *discards* the weights (their memory is freed); ``wake_up(tags=["weights"])`` only
@@ -14,7 +14,7 @@ same rules, so trainer code that would be wrong with vLLM is wrong here too:
   weights, raises :class:`RolloutWeightsUnavailable`. Weights that were never pushed (``load_format=dummy``)
   are not usable either;
 - it reports which weights it holds: ``weight_state()`` returns the version (the trainer step of the
-  last push) and a checksum (:mod:`verl_ext.cpu.weight_checksum`); every change is appended to the event
+  last push) and a checksum (:mod:`verl_ext.cpu_runtime.weight_checksum`); every change is appended to the event
   log (:mod:`verl_ext.rollout_events`), and each response carries ``extra_fields["global_steps"]``
   (read by verl's staleness metrics) and ``extra_fields["weight_checksum"]``.
 
@@ -24,7 +24,7 @@ default: the ``VERL_EXT_CPU_ROLLOUT_EVENTS`` environment variable, else none), `
 (default ``sdpa``), ``max_batch_size`` (default 32: concurrent requests sharing their sampling parameters
 and their prompt width are generated together, up to this many; every batch is filled up to exactly this
 many rows, so that a request's tokens and log-probs are the same bits whatever shares its batch, see
-:mod:`verl_ext.cpu.generation` -- changing it changes the bits, as a dtype would) and
+:mod:`verl_ext.cpu_runtime.generation` -- changing it changes the bits, as a dtype would) and
 ``batch_wait_seconds`` (default 0.01: how long the first request of a batch waits for others). Only one
 rank per replica is supported (``tensor_model_parallel_size = data_parallel_size =
 pipeline_model_parallel_size = 1``).
@@ -47,7 +47,7 @@ from typing import Any, Optional
 import torch
 
 from verl_ext.config_values import is_finite_number, is_int, reject
-from verl_ext.cpu.generation import (
+from verl_ext.cpu_runtime.generation import (
     GenerationResult,
     SamplingRequest,
     generate_batch_with_log_probs,
@@ -55,9 +55,9 @@ from verl_ext.cpu.generation import (
     sampling_key,
     sampling_request_from_params,
 )
-from verl_ext.cpu.lora import RolloutLoRA, adapter_checksum, lora_as_adapter
+from verl_ext.cpu_runtime.lora import RolloutLoRA, adapter_checksum, lora_as_adapter
 from verl_ext.rollout_events import RolloutEventLog
-from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest, weight_checksum
+from verl_ext.cpu_runtime.weight_checksum import combine_digests, tensor_digest, weight_checksum
 from verl_ext.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class CPURolloutServer:
         self.unseeded_requests = 0  # requests that came without a sampling seed (each gets one from the server)
         self.dtype = _torch_dtype(self.config.dtype)
         self.model = self._build_model()
-        # LoRA adapter pushes (verl_ext.cpu.lora): in adapter mode the layers are injected at the first push
+        # LoRA adapter pushes (verl_ext.cpu_runtime.lora): in adapter mode the layers are injected at the first push
         self.lora = RolloutLoRA(self.model, enabled=lora_as_adapter(self.model_config))
         self._parameter_shapes = {name: p.shape for name, p in self._parameters().items()}
         self.eos_token_ids = self._eos_token_ids()
@@ -380,7 +380,7 @@ class CPURolloutServer:
     async def begin_weight_update(self, peft_config: Optional[dict[str, Any]] = None, adapter: bool = False) -> None:
         """Open a weight push. Pushing into weights discarded by sleep and not re-allocated is an error.
 
-        ``peft_config`` (verl's LoRA adapter mode, :mod:`verl_ext.cpu.lora`): the push's adapter structure; with
+        ``peft_config`` (verl's LoRA adapter mode, :mod:`verl_ext.cpu_runtime.lora`): the push's adapter structure; with
         ``adapter`` it carries the adapter's tensors, without it the base weights (verl's one-time base sync)."""
         if adapter and peft_config is None:
             raise ValueError("an adapter push needs the adapter's peft_config")

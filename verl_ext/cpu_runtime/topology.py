@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from verl_ext.config_values import ConfigError, is_int, reject, require_int
-from verl_ext.runs.overrides import override_value
+from verl_ext.overrides import override_value
 
 NNODES = "trainer.nnodes"
 N_GPUS_PER_NODE = "trainer.n_gpus_per_node"
@@ -253,7 +253,7 @@ def check_cpu_rollout_parallelism(config: Any) -> None:
     if options:
         from omegaconf import OmegaConf
 
-        from verl_ext.cpu.rollout_server import check_engine_options  # torch and transformers, no verl
+        from verl_ext.cpu_runtime.rollout_server import check_engine_options  # torch and transformers, no verl
 
         check_engine_options(OmegaConf.to_container(options, resolve=True) if OmegaConf.is_config(options) else dict(options))
 

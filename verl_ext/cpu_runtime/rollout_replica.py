@@ -11,8 +11,8 @@ from __future__ import annotations
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from verl_ext.cpu.rollout_server import CPURolloutServer
-from verl_ext.cpu.server_adapter import require_single_rank_replicas, server_actor_name
+from verl_ext.cpu_runtime.rollout_server import CPURolloutServer
+from verl_ext.cpu_runtime.server_adapter import require_single_rank_replicas, server_actor_name
 
 
 def _rollout_replica_base() -> type:

@@ -19,7 +19,7 @@ header ``[h, b]`` (int64), the pickled bucket description (``h`` bytes: verl's `
 chunk, ``is_last``, the version) and the ``b`` payload bytes, each chunk at an offset aligned to 16 bytes. verl's ``split_weight_chunks`` /
 ``merge_weight_chunks`` cut and rejoin tensors larger than a bucket.
 
-**Integrity.** The sender digests every tensor it sends (:mod:`verl_ext.cpu.weight_checksum`) and puts the
+**Integrity.** The sender digests every tensor it sends (:mod:`verl_ext.cpu_runtime.weight_checksum`) and puts the
 checksum of the whole set in the last header; every receiver digests what it rebuilt and raises
 :class:`WeightTransferError` when the checksums, the tensor names or the version differ, so a push that lost
 or damaged a tensor never completes. **Failures.** A rank whose push is interrupted (its peer broke, the
@@ -29,7 +29,7 @@ peers fail at once too; every collective waits at most ``timeout_seconds``
 :data:`DEFAULT_TIMEOUT_SECONDS`); a peer that dies closes its TCP connections, which gloo reports at once.
 Either way the rank raises :class:`WeightTransferError` naming its rank, the phase, the version and the
 bytes moved so far; verl's manager re-raises it in the trainer (``ray.get``), which ends the run. The CPU
-rollout's adapter marks a half-loaded engine unusable (:mod:`verl_ext.cpu.server_adapter`), so it cannot
+rollout's adapter marks a half-loaded engine unusable (:mod:`verl_ext.cpu_runtime.server_adapter`), so it cannot
 generate from a mix of two versions.
 """
 
@@ -49,7 +49,7 @@ from verl.workers.rollout.utils import ensure_async_iterator
 
 from verl_ext import metric_names
 from verl_ext.checkpoint_backends import CPU_BACKEND
-from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest
+from verl_ext.cpu_runtime.weight_checksum import combine_digests, tensor_digest
 
 logger = logging.getLogger(__name__)
 

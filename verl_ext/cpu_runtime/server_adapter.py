@@ -3,13 +3,13 @@
 verl builds one inside each actor worker (``ActorRolloutRefWorker.init_model``) and, for standalone or
 colocated replicas, inside each ``CheckpointEngineWorker``. The checkpoint engine's ``update_weights``
 hands it a stream of ``(name, tensor)`` pairs; it forwards them to its replica's
-:class:`verl_ext.cpu.rollout_server.CPURolloutServer` in buckets of at most
+:class:`verl_ext.cpu_runtime.rollout_server.CPURolloutServer` in buckets of at most
 ``checkpoint_engine.update_weights_bucket_megabytes``, as verl's vLLM adapter streams buckets over
 CUDA IPC. With no shared device memory on a CPU the tensors travel through Ray's object store, cast to the
 rollout dtype; the adapter checksums what it sends and the server refuses a push whose received checksum
 differs. LoRA (``model.lora_rank > 0``, ``lora.merge=false``): verl's colocated push sends the adapter's tensors
 with its ``peft_config`` (and once the base weights, ``base_sync_done=False``); they go to the server the same way,
-which loads them into LoRA layers of that config (:mod:`verl_ext.cpu.lora`). A stream that breaks part-way (a checkpoint engine whose peer died) makes the server drop the
+which loads them into LoRA layers of that config (:mod:`verl_ext.cpu_runtime.lora`). A stream that breaks part-way (a checkpoint engine whose peer died) makes the server drop the
 half-loaded weights (``abort_weight_update``): it refuses to generate until a complete push. ``resume`` and
 ``release`` map to the server's ``wake_up`` and ``sleep`` exactly when verl's vLLM adapter does (only with
 ``free_cache_engine``).
@@ -25,7 +25,7 @@ from typing import Any, Generator, Optional
 import ray
 import torch
 
-from verl_ext.cpu.weight_checksum import combine_digests, tensor_digest
+from verl_ext.cpu_runtime.weight_checksum import combine_digests, tensor_digest
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class CPUServerAdapter(_base_rollout()):
         self.rollout_rank = 0
         self.is_leader_rank = True
         self.server_handle: Optional[ray.actor.ActorHandle] = None
-        from verl_ext.cpu.rollout_server import _torch_dtype
+        from verl_ext.cpu_runtime.rollout_server import _torch_dtype
 
         self.dtype = _torch_dtype(self.config.dtype)
         self.last_push: Optional[dict[str, Any]] = None

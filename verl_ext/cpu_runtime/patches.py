@@ -1,7 +1,7 @@
 """The places where verl 0.9.1 leaves no extension point for a CPU run, and the minimal patch for each.
 
 No verl file is edited. The patches are installed only when the CPU platform is selected
-(``VERL_PLATFORM=cpu``, see :func:`verl_ext.cpu.registration.register_cpu_backend`), and each is guarded by
+(``VERL_PLATFORM=cpu``, see :func:`verl_ext.cpu_runtime.registration.register_cpu_backend`), and each is guarded by
 tests (``tests/cpu/test_patches.py``) that fail when a verl or torch upgrade makes it wrong or unnecessary.
 Each is also listed in :mod:`verl_ext.verl_internals` (kind ``patch``), which ``verl-ext doctor`` checks against
 the installed verl and torch (``tests/test_verl_internals.py`` keeps that list equal to :data:`PATCHES`).
@@ -22,7 +22,8 @@ the installed verl and torch (``tests/test_verl_internals.py`` keeps that list e
    longer than that; on the tiny CPU model it takes ~0.1 s, and the fixed sleep made 80% of every step.
    Patch: the default becomes :data:`CPU_REPLAY_POLL_INTERVAL` seconds (an explicit argument still
    wins). Performance only: what is sampled, and when, is unchanged. verl's replay-buffer module takes
-   ~5 s to import, so the patch is applied when verl imports it, not before (:func:`when_imported`).
+   ~5 s to import, so the patch is applied when verl imports it, not before (:attr:`Patch.waits_for`, through
+   :func:`verl_ext.import_hooks.when_imported`, verl-ext's one mechanism for it).
 
 4. ``batch_order`` -- ``verl/trainer/ppo/v1/replay_buffer.py`` (``ReplayBuffer._materialize_batch``) hands
    out a batch's trajectories in the order they reached the TransferQueue, i.e. the order the agent-loop
@@ -46,18 +47,16 @@ the installed verl and torch (``tests/test_verl_internals.py`` keeps that list e
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.util
 import inspect
-import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed
 
 from verl_ext.batch_order import order_batch
+from verl_ext.import_hooks import CPU_PLATFORM, OnImport, when_imported
 
 
 @dataclass
@@ -65,7 +64,19 @@ class Patch:
     name: str
     verl_location: str
     reason: str
-    install: Callable[[], Callable[[], None]]  # installs the patch, returns the function that removes it
+    # patches (given the module it waits for, if any) and returns the function that removes it
+    apply: Callable[[Any], Callable[[], None]]
+    waits_for: Optional[str] = None  # the module whose import applies it; None: applied at once
+
+    def install(self) -> Callable[[], None]:
+        """Apply it now, or when verl imports :attr:`waits_for`; returns the undo."""
+        if self.waits_for is None:
+            return self.apply(None)
+        return patch_when_imported(self.waits_for, self.apply)
+
+    def on_import(self) -> OnImport:
+        """The wiring row of a patch that waits for an import."""
+        return OnImport(self.waits_for, f"CPU patch {self.name}", self.apply, CPU_PLATFORM)
 
 
 def deduplicate_backend(backend: Any) -> Any:
@@ -79,7 +90,7 @@ def deduplicate_backend(backend: Any) -> Any:
     return ",".join(entries)
 
 
-def _install_duplicate_gloo_backend() -> Callable[[], None]:
+def _patch_duplicate_gloo_backend(_module: Any = None) -> Callable[[], None]:
     original = torch.distributed.init_process_group
 
     @functools.wraps(original)
@@ -99,7 +110,7 @@ def _install_duplicate_gloo_backend() -> Callable[[], None]:
     return remove
 
 
-def _install_unpinned_cpu_offload() -> Callable[[], None]:
+def _patch_unpinned_cpu_offload(_module: Any = None) -> Callable[[], None]:
     from torch.distributed.fsdp import CPUOffloadPolicy
 
     original = CPUOffloadPolicy.__init__
@@ -121,52 +132,6 @@ CPU_REPLAY_POLL_INTERVAL = 0.05
 REPLAY_BUFFER_MODULE = "verl.trainer.ppo.v1.replay_buffer"
 
 
-class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Runs ``callback(module)`` right after ``module_name`` is first executed (any import path)."""
-
-    def __init__(self, module_name: str, callback: Callable[[Any], None]):
-        self.module_name = module_name
-        self.callback = callback
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.module_name:
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return spec
-        loader, callback = spec.loader, self.callback
-
-        class PatchingLoader(importlib.abc.Loader):
-            def create_module(self, spec):
-                return loader.create_module(spec)
-
-            def exec_module(self, module):
-                loader.exec_module(module)
-                callback(module)
-
-        spec.loader = PatchingLoader()
-        return spec
-
-
-def when_imported(module_name: str, callback: Callable[[Any], None]) -> Callable[[], None]:
-    """Call ``callback(module)`` now if ``module_name`` is imported, else as soon as it is; returns an undo."""
-    if module_name in sys.modules:
-        callback(sys.modules[module_name])
-        return lambda: None
-    finder = _PostImportFinder(module_name, callback)
-    sys.meta_path.insert(0, finder)
-
-    def remove() -> None:
-        if finder in sys.meta_path:
-            sys.meta_path.remove(finder)
-
-    return remove
-
-
 def patch_when_imported(module_name: str, apply: Callable[[Any], Callable[[], None]]) -> Callable[[], None]:
     """Patch ``module_name`` now if it is imported, else as soon as it is: ``apply(module)`` patches it and returns
     what undoes that. Returns the undo of both (stop waiting for the import; restore what ``apply`` changed)."""
@@ -181,50 +146,44 @@ def patch_when_imported(module_name: str, apply: Callable[[Any], Callable[[], No
     return remove
 
 
-def _install_replay_buffer_poll_interval() -> Callable[[], None]:
-    def apply(module: Any) -> Callable[[], None]:
-        replay_buffer = module.ReplayBuffer
-        original = replay_buffer.__init__
-        parameter = inspect.signature(original).parameters.get("poll_interval")
-        if parameter is None:
-            raise RuntimeError(f"{REPLAY_BUFFER_MODULE}.ReplayBuffer.__init__ has no poll_interval: remove this patch")
+def _patch_replay_buffer_poll_interval(module: Any) -> Callable[[], None]:
+    replay_buffer = module.ReplayBuffer
+    original = replay_buffer.__init__
+    parameter = inspect.signature(original).parameters.get("poll_interval")
+    if parameter is None:
+        raise RuntimeError(f"{REPLAY_BUFFER_MODULE}.ReplayBuffer.__init__ has no poll_interval: remove this patch")
 
-        @functools.wraps(original)
-        def __init__(self, *args: Any, poll_interval: float = CPU_REPLAY_POLL_INTERVAL, **kwargs: Any) -> None:  # noqa: N807
-            original(self, *args, poll_interval=poll_interval, **kwargs)
+    @functools.wraps(original)
+    def __init__(self, *args: Any, poll_interval: float = CPU_REPLAY_POLL_INTERVAL, **kwargs: Any) -> None:  # noqa: N807
+        original(self, *args, poll_interval=poll_interval, **kwargs)
 
-        __init__.__verl_ext_patch__ = "replay_buffer_poll_interval"
-        replay_buffer.__init__ = __init__
-        return lambda: setattr(replay_buffer, "__init__", original)
-
-    return patch_when_imported(REPLAY_BUFFER_MODULE, apply)
+    __init__.__verl_ext_patch__ = "replay_buffer_poll_interval"
+    replay_buffer.__init__ = __init__
+    return lambda: setattr(replay_buffer, "__init__", original)
 
 
 MATERIALIZE_PARAMETERS = ["self", "partition_id", "selected_prompt_uids", "partition_snapshot"]
 
 
-def _install_batch_order() -> Callable[[], None]:
-    def apply(module: Any) -> Callable[[], None]:
-        replay_buffer = module.ReplayBuffer
-        original = replay_buffer._materialize_batch
-        parameters = list(inspect.signature(original).parameters)
-        if parameters != MATERIALIZE_PARAMETERS:
-            raise RuntimeError(
-                f"{REPLAY_BUFFER_MODULE}.ReplayBuffer._materialize_batch{tuple(parameters)} is not the method this "
-                "patch wraps: re-check the batch_order patch"
-            )
+def _patch_batch_order(module: Any) -> Callable[[], None]:
+    replay_buffer = module.ReplayBuffer
+    original = replay_buffer._materialize_batch
+    parameters = list(inspect.signature(original).parameters)
+    if parameters != MATERIALIZE_PARAMETERS:
+        raise RuntimeError(
+            f"{REPLAY_BUFFER_MODULE}.ReplayBuffer._materialize_batch{tuple(parameters)} is not the method this "
+            "patch wraps: re-check the batch_order patch"
+        )
 
-        @functools.wraps(original)
-        def _materialize_batch(self, partition_id, selected_prompt_uids, partition_snapshot):
-            batch = original(self, partition_id, selected_prompt_uids, partition_snapshot)
-            # prompt groups in listing (= submission) order, from the snapshot verl just selected from
-            return order_batch(batch, list(self.prompt_global_steps[partition_id]))
+    @functools.wraps(original)
+    def _materialize_batch(self, partition_id, selected_prompt_uids, partition_snapshot):
+        batch = original(self, partition_id, selected_prompt_uids, partition_snapshot)
+        # prompt groups in listing (= submission) order, from the snapshot verl just selected from
+        return order_batch(batch, list(self.prompt_global_steps[partition_id]))
 
-        _materialize_batch.__verl_ext_patch__ = "batch_order"
-        replay_buffer._materialize_batch = _materialize_batch
-        return lambda: setattr(replay_buffer, "_materialize_batch", original)
-
-    return patch_when_imported(REPLAY_BUFFER_MODULE, apply)
+    _materialize_batch.__verl_ext_patch__ = "batch_order"
+    replay_buffer._materialize_batch = _materialize_batch
+    return lambda: setattr(replay_buffer, "_materialize_batch", original)
 
 
 AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
@@ -254,13 +213,10 @@ class DirectAgentLoopConstruction:
     instantiate.__verl_ext_patch__ = "agent_loop_construction"
 
 
-def _install_agent_loop_construction() -> Callable[[], None]:
-    def apply(module: Any) -> Callable[[], None]:
-        original = module.hydra
-        module.hydra = DirectAgentLoopConstruction(original)
-        return lambda: setattr(module, "hydra", original)
-
-    return patch_when_imported(AGENT_LOOP_MODULE, apply)
+def _patch_agent_loop_construction(module: Any) -> Callable[[], None]:
+    original = module.hydra
+    module.hydra = DirectAgentLoopConstruction(original)
+    return lambda: setattr(module, "hydra", original)
 
 
 PATCHES = (
@@ -268,33 +224,39 @@ PATCHES = (
         name="duplicate_gloo_backend",
         verl_location="verl/utils/distributed.py: initialize_global_process_group_ray",
         reason='backend string "cpu:gloo,cpu:gloo" is rejected by torch',
-        install=_install_duplicate_gloo_backend,
+        apply=_patch_duplicate_gloo_backend,
     ),
     Patch(
         name="unpinned_cpu_offload",
         verl_location="verl/workers/engine/fsdp/transformer_impl.py: _build_fsdp_module",
         reason="CPUOffloadPolicy(pin_memory=True) for the forward-only (reference) engine needs an NVIDIA driver",
-        install=_install_unpinned_cpu_offload,
+        apply=_patch_unpinned_cpu_offload,
     ),
     Patch(
         name="replay_buffer_poll_interval",
         verl_location="verl/trainer/ppo/v1/trainer_base.py: _build_replay_buffer",
         reason="the trainer polls for finished rollouts every 2 s, with no config key; a CPU rollout takes ~0.1 s",
-        install=_install_replay_buffer_poll_interval,
+        apply=_patch_replay_buffer_poll_interval,
+        waits_for=REPLAY_BUFFER_MODULE,
     ),
     Patch(
         name="batch_order",
         verl_location="verl/trainer/ppo/v1/replay_buffer.py: ReplayBuffer._materialize_batch",
         reason="a batch's responses come in the order workers finished them: a run cannot reproduce its numbers",
-        install=_install_batch_order,
+        apply=_patch_batch_order,
+        waits_for=REPLAY_BUFFER_MODULE,
     ),
     Patch(
         name="agent_loop_construction",
         verl_location="verl/experimental/agent_loop/agent_loop.py: AgentLoopWorker._run_agent_loop",
         reason="Hydra builds each response's agent loop by merging 8 arguments into a config: ~4 ms a response",
-        install=_install_agent_loop_construction,
+        apply=_patch_agent_loop_construction,
+        waits_for=AGENT_LOOP_MODULE,
     ),
 )
+
+# the patches that wait for verl to import a module, as rows of verl-ext's wiring (verl_ext.plugin.wiring)
+ON_IMPORT = tuple(patch.on_import() for patch in PATCHES if patch.waits_for is not None)
 
 _removers: dict[str, Callable[[], None]] = {}
 

@@ -4,7 +4,7 @@ verl's ``FSDPCheckpointManager`` writes one ``model_world_size_{W}_rank_{r}.pt``
 ``global_step_{g}/actor/``: each a state dict of DTensors holding that rank's shard (FSDP2 shards every
 parameter along dim 0; ``fsdp_config.json`` records the world size). :func:`full_actor_weights` loads the W
 files on this process's CPU (no process group needed) and concatenates each parameter's local shards in rank
-order along its sharded dimension. Its :func:`~verl_ext.cpu.weight_checksum.weight_checksum` is then the
+order along its sharded dimension. Its :func:`~verl_ext.cpu_runtime.weight_checksum.weight_checksum` is then the
 checksum a rollout replica must report after a push of those weights: the actor-side reference the
 distributed tests compare every replica's checksum with.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from verl_ext.cpu.weight_checksum import weight_checksum
+from verl_ext.cpu_runtime.weight_checksum import weight_checksum
 
 
 def checkpoint_world_size(actor_dir: Path) -> int:

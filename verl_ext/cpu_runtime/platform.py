@@ -173,7 +173,7 @@ def cpu_platform_class() -> type:
         _cpu_platform_class = type(
             "CPUPlatform",
             (CPUPlatformMethods, PlatformBase),
-            {"__doc__": "verl platform for a host without an accelerator (see verl_ext.cpu.platform).",
+            {"__doc__": "verl platform for a host without an accelerator (see verl_ext.cpu_runtime.platform).",
              "__module__": __name__},
         )
     return _cpu_platform_class
