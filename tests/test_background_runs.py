@@ -4,7 +4,6 @@ stops the children."""
 
 import os
 import textwrap
-import time
 
 import pytest
 

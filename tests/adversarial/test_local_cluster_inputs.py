@@ -6,7 +6,6 @@ a case that used to be accepted cannot start 500 processes or wait forever. The 
 loopback, their private logs, no process left): tests/cpu/test_local_cluster.py."""
 
 import math
-import os
 
 import psutil
 import pytest

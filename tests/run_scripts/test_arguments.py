@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.experiments.test_launch import Recorder, launch
+from tests.experiments.test_launch import launch
 from verl_ext.experiments.__main__ import SWEEP_OPTIONS, UsageError, parse_sweep_options
 from verl_ext.experiments.environment import EnvironmentValueError, read_environment
 

@@ -63,7 +63,7 @@ from typing import Mapping, Optional
 from verl_ext.checkpoint_backends import GPU_BACKEND
 from verl_ext.runs.backend import Backend
 from verl_ext.runs.names import check_name
-from verl_ext.runs.outputs import Outputs, folder_problem, unwritable_folder
+from verl_ext.runs.outputs import Outputs, folder_problem
 from verl_ext.overrides import INTERPOLATION, hydra_list
 from verl_ext.runs.run import Run
 from verl_ext.staleness.config import engine_pool_overrides
