@@ -24,7 +24,8 @@ from dataclasses import replace
 
 from verl_ext.algorithms import presets as algorithms
 from verl_ext.experiments import catalogue, profiles
-from verl_ext.experiments.environment import RunEnvironment, read_environment, unwritable_folder
+from verl_ext.experiments.environment import RunEnvironment, read_environment
+from verl_ext.runs.outputs import unwritable_folder
 from verl_ext.experiments.modes import LaunchStop, Tools, launch_runs, note
 from verl_ext.experiments.profiles import Profile
 from verl_ext.runs.grid import Grid, points

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
-from verl_ext.experiments.environment import RunEnvironment, folder_problem, unwritable_folder
+from verl_ext.experiments.environment import RunEnvironment
+from verl_ext.runs.outputs import folder_problem, unwritable_folder
 from verl_ext.experiments.profiles import Profile, profile_named
 from verl_ext.runs.claims import describe
 from verl_ext.runs.compose import CheckedRun, ComposedRun, compose
