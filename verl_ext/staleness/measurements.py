@@ -12,9 +12,12 @@
 Every figure goes out under the name :mod:`verl_ext.metric_names` gives it.
 """
 
+from __future__ import annotations
+
 import logging
 import os
 import uuid
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -28,9 +31,11 @@ from verl_ext.staleness.generation_tracker import GenerationTracker, WindowTimin
 from verl_ext.staleness.mismatch import mean_behaviour_minus_current_log_prob
 from verl_ext.staleness.mismatch_in_update import pop_update_mismatch
 from verl_ext.staleness.pending_batches import BEHAVIOUR_VERSION_TAG
-from verl_ext.staleness.replay_buffer import PreparedStep
 from verl_ext.staleness.schedule import StalenessSchedule
 from verl_ext.staleness.update_lag import UpdateCounter, update_index_groups, update_lag
+
+if TYPE_CHECKING:  # the replay buffer imports verl's trainer, whose import registers the trainer that imports this
+    from verl_ext.staleness.replay_buffer import PreparedStep
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
