@@ -14,6 +14,12 @@ reader of the configs, adapters and summaries verl-ext reads (a multi-turn tool 
 adapter's config, a checkpoint's records). Callers: the metrics reader (:mod:`verl_ext.metrics_file`), the run
 description (:mod:`verl_ext.run_description`), the delayed_sync checkpoint state
 (:mod:`verl_ext.staleness.checkpoint_state`), the driver's checks (:mod:`verl_ext.checks`), ``verl-ext plot``'s PNG.
+
+:func:`output_place_problem` / :func:`check_output_place`: the one home of the rules for a place verl-ext writes an
+output (a folder or a file), checked before any work: no write through a link, no file where a folder is wanted (or
+the reverse), nothing below a file, no link to nothing, a writable place. Callers: the assets builder, the GPU plan,
+the benchmarks, :func:`verl_ext.runs.outputs.output_folder` (every ``Outputs``, the quickstart, the lab) and the run
+scripts' environment and launcher.
 """
 
 from __future__ import annotations
@@ -21,8 +27,9 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+import tempfile
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO, Callable, Optional
 
 
 def _new_file(folder: Path, name: str) -> tuple[int, Path]:
@@ -146,30 +153,70 @@ def parse_json(content: bytes, path: str | os.PathLike, error: type[Exception], 
         raise error(f"{path}: not JSON ({reason}{cut_short})") from None
 
 
-def check_output_place(path: str | os.PathLike, what: str, error: type[Exception], folder: bool = True) -> Path:
-    """Refuse (``error`` naming the path) an output ``path`` that cannot be written safely, before any work: a
-    symbolic link (verl-ext never writes through one), a file where a folder is wanted or a folder where a file is,
-    a path below a file (a parent that is not a folder), or a place whose nearest existing folder is not writable.
-    Returns the absolute path (not resolved: a link is refused, never followed)."""
+def _kind(mode: int) -> str:
+    return "a file" if stat.S_ISREG(mode) else describe_mode(mode)
+
+
+def output_place_problem(path: str | os.PathLike, folder: bool = True, follow_links: bool = False,
+                         writable: bool = True) -> Optional[str]:
+    """Why ``path`` cannot be an output verl-ext writes (a folder when ``folder``, else a file), as a clause to follow
+    "<path> cannot be the <what>: "; None when it is one or can be made one. The one home of the output-place rules:
+
+    - a symbolic link at ``path`` is refused unless ``follow_links`` (a rebuild or a rename would replace what it
+      points at; verl-ext never writes through one); a link to nothing anywhere on the path always is (verl-ext would
+      create the link's target, somewhere the user did not name);
+    - a file (or FIFO, device, socket) where a folder is wanted, a folder or anything but a regular file where a file
+      is; a path below a file; a place that cannot be looked at (permission denied on the way, a link loop);
+    - with ``writable``: a place where no file can be made (a probe file made and removed in the folder itself or in
+      the deepest folder above it that exists: read-only file systems, permissions, even for root).
+
+    Looks only, but for the probe."""
     path = Path(os.path.abspath(path))
-    if path.is_symlink():
-        raise error(f"{path}: a symbolic link (to {os.readlink(path)}); verl-ext never writes the {what} through a "
-                    "link: give the path itself")
-    if os.path.lexists(path):
-        if folder and not path.is_dir():
-            raise error(f"{path}: not a folder; the {what} is a folder")
-        if not folder and path.is_dir():
-            raise error(f"{path}: a folder; the {what} is a file")
-    if os.path.lexists(path):
-        nearest = path if folder else path.parent
-    else:
-        nearest = path.parent
-        while not os.path.lexists(nearest) and nearest != nearest.parent:
-            nearest = nearest.parent
-    if not nearest.is_dir():
-        raise error(f"{path}: {nearest} is not a folder, so the {what} cannot be made below it")
-    if not os.access(nearest, os.W_OK | os.X_OK):
-        raise error(f"{path}: {nearest} is not writable: the {what} cannot be written there")
+    if not follow_links and path.is_symlink():
+        return (f"it is a symbolic link (to {os.readlink(path)}): verl-ext never writes through a link; give the path "
+                "itself")
+    current = path
+    while True:
+        try:
+            mode = current.stat().st_mode  # follows links: a link to a folder above is that folder
+        except (FileNotFoundError, NotADirectoryError):
+            if current.is_symlink():
+                return ("it is a symbolic link to nothing" if current == path else
+                        f"it is below {current}, which is a symbolic link to nothing")
+            if current.parent == current:
+                return f"no folder above {path} exists"
+            current = current.parent
+            continue
+        except OSError as failure:  # permission denied on the way, a link loop, a name too long
+            return f"{current}: {failure.strerror or failure}"
+        if current == path:
+            if folder and not stat.S_ISDIR(mode):
+                return f"it is {_kind(mode)}"
+            if not folder and not stat.S_ISREG(mode):
+                return f"it is {_kind(mode)}"
+        elif not stat.S_ISDIR(mode):
+            return f"it is below {current}, which is {_kind(mode)}"
+        break
+    if not writable:
+        return None
+    existing = current if stat.S_ISDIR(mode) else current.parent
+    try:
+        handle, probe = tempfile.mkstemp(dir=existing, prefix=".verl-ext-write-check-")
+    except OSError as failure:  # read-only file system, permission denied, no space left
+        return f"cannot write in {existing} ({failure.strerror or failure})"
+    os.close(handle)
+    os.unlink(probe)
+    return None
+
+
+def check_output_place(path: str | os.PathLike, what: str, error: type[Exception], folder: bool = True,
+                       follow_links: bool = False, writable: bool = True, option: str = "") -> Path:
+    """Refuse an output ``path`` that cannot be written safely (:func:`output_place_problem`'s rules), before any work:
+    ``error("[<option> ]<path> cannot be the <what>: <why>")``. Returns the absolute path (not resolved)."""
+    path = Path(os.path.abspath(path))
+    problem = output_place_problem(path, folder=folder, follow_links=follow_links, writable=writable)
+    if problem:
+        raise error(f"{option + ' ' if option else ''}{path} cannot be the {what}: {problem}")
     return path
 
 

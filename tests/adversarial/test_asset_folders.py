@@ -50,7 +50,7 @@ def test_a_link_to_a_users_folder_is_refused_and_its_target_kept(tmp_path, capsy
     link = tmp_path / "assets-link"
     link.symlink_to(folder)
     err = refused_by_the_cli(capsys, ["--out", str(link)])
-    assert f"{link}: a symbolic link" in err
+    assert f"{link} cannot be the assets folder: it is a symbolic link" in err
     assert contents(folder) == before and link.is_symlink()
 
 
@@ -67,7 +67,7 @@ def test_a_link_to_an_assets_folder_is_refused_too(tmp_path, capsys):
 def test_a_file_is_refused(tmp_path, capsys):
     target = tmp_path / "data.csv"
     target.write_text("a,b\n1,2\n")
-    assert f"{target}: not a folder" in refused_by_the_cli(capsys, ["--out", str(target)])
+    assert f"{target} cannot be the assets folder: it is a file" in refused_by_the_cli(capsys, ["--out", str(target)])
     assert target.read_text() == "a,b\n1,2\n"
 
 

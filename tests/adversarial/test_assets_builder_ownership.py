@@ -98,7 +98,7 @@ def test_an_out_below_a_file_is_refused_before_the_build(tmp_path, capsys):
     below = tmp_path / "notes.txt"
     below.write_text("a file\n")
     err = refused(capsys, ["--out", str(below / "assets")])
-    assert f"{below / 'assets'}: {below} is not a folder" in err
+    assert f"{below / 'assets'} cannot be the assets folder: it is below {below}, which is a file" in err
     assert below.read_text() == "a file\n" and sorted(os.listdir(tmp_path)) == ["notes.txt"]
 
 

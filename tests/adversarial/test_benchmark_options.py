@@ -51,16 +51,16 @@ def test_run_all_out_is_never_written_through_a_link(tmp_path, capsys):
     dangling.symlink_to(tmp_path / "nowhere" / "x.txt")
     for out in (link, dangling):
         err = refused_in_process(capsys, run_all.main, ["--only", "losses", "--out", str(out)])
-        assert f"--out {out}: a symbolic link" in err
+        assert f"--out {out} cannot be the report: it is a symbolic link" in err
     assert target.read_text() == "theirs\n" and link.is_symlink() and not (tmp_path / "nowhere").exists()
 
 
 def test_run_all_out_below_a_file_or_a_folder_is_refused_first(tmp_path, capsys):
     below = tmp_path / "a-file"
     below.write_text("x")
-    assert f"{below} is not a folder" in refused_in_process(capsys, run_all.main,
+    assert f"it is below {below}, which is a file" in refused_in_process(capsys, run_all.main,
                                                             ["--only", "losses", "--out", str(below / "r.txt")])
-    assert "a folder; the report is a file" in refused_in_process(capsys, run_all.main,
+    assert "cannot be the report: it is a folder" in refused_in_process(capsys, run_all.main,
                                                                   ["--only", "losses", "--out", str(tmp_path)])
 
 
@@ -160,7 +160,7 @@ def test_bench_mismatch_out_below_a_file_or_holding_a_users_assets_folder_is_ref
     mine = tmp_path / "runs"
     (mine / "assets").mkdir(parents=True)
     (mine / "assets" / "mine.txt").write_text("keep\n")
-    for out, message in ((below / "runs", f"{below} is not a folder"), (mine, "a folder that verl-ext did not write")):
+    for out, message in ((below / "runs", f"it is below {below}, which is a file"), (mine, "a folder that verl-ext did not write")):
         completed = subprocess.run([sys.executable, str(BENCHMARKS / "bench_mismatch.py"), "--out", str(out)],
                                    cwd=REPO, capture_output=True, text=True, timeout=300,
                                    env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -13,7 +13,6 @@ import importlib
 import json
 import os
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from hypothesis import strategies as st
 
 from data_prep.manifest import MANIFEST_NAME
 from data_prep.raw_records import MAX_JSON_BYTES
+from tests.cost import LINEAR, cost_ratio
 
 SURROGATE = "\ud83d"
 DEEP = 100_000  # nesting levels
@@ -466,17 +466,22 @@ def test_held_out_splits_keep_rows_sharing_a_prompt_together(prep, tmp_path):
 # --- time: linear in the input ------------------------------------------------------------------------------
 
 def test_long_inputs_take_linear_time():
+    """Quadratic versions took minutes on 5,000 calls: the cost at 4n over the cost at n tells them apart on any
+    machine (about 4 for linear, 16 for quadratic)."""
     from data_prep.gsm8k import final_answer
     from data_prep.split_report import MalformedRecord
     from data_prep.tool_call_syntax import parse_call_list
 
-    start = time.perf_counter()
-    for text in ("#### " + " " * 20000, "#### " + ",1" * 20000, "#### 1" + " " * 20000 + "x"):
-        with pytest.raises(MalformedRecord):
-            final_answer(text)
-    calls = parse_call_list("[" + ", ".join(f"f(a={i})" for i in range(5000)) + "]")
-    assert len(calls) == 5000
-    assert time.perf_counter() - start < 5  # quadratic versions took minutes on 5,000 calls
+    def answers(n: int) -> None:
+        for text in ("#### " + " " * n, "#### " + ",1" * n, "#### 1" + " " * n + "x"):
+            with pytest.raises(MalformedRecord):
+                final_answer(text)
+
+    def calls(n: int) -> None:
+        assert len(parse_call_list("[" + ", ".join(f"f(a={i})" for i in range(n)) + "]")) == n
+
+    assert cost_ratio(answers, 2500) < LINEAR  # 10,000 characters at 4n
+    assert cost_ratio(calls, 500) < LINEAR  # 2,000 calls at 4n
 
 
 # --- generated inputs ---------------------------------------------------------------------------------------

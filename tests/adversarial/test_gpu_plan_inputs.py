@@ -73,7 +73,7 @@ def test_an_out_below_a_file_is_refused_before_the_assets_are_built(tmp_path, ca
     below = tmp_path / "results.txt"
     below.write_text("a file\n")
     err = refused(capsys, ["--out", str(below / "plan"), "--backend", "cpu", "--budget", "100"])
-    assert f"{below} is not a folder" in err
+    assert f"it is below {below}, which is a file" in err
     assert below.read_text() == "a file\n" and os.listdir(tmp_path) == ["results.txt"]
     link = tmp_path / "plan-link"
     link.symlink_to(tmp_path)

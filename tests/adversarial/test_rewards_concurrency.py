@@ -48,7 +48,8 @@ def test_fifo_turns_serve_in_arrival_order_and_a_waiter_leaves_at_its_deadline()
         threads[-1].start()
         while len(turns) < index + 1:
             time.sleep(0.001)
-    time.sleep(0.5)  # w3's deadline passes while it is in line
+    while "w3 gave up" not in served:  # w3's deadline passes while it is in line (waited for, not slept through)
+        time.sleep(0.001)
     for _ in range(7):  # one unit at a time: whoever is first in line must get it
         with condition:
             free[0] += 1

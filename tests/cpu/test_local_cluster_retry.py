@@ -14,7 +14,7 @@ from verl_ext.cpu import local_cluster
 from verl_ext.cpu.local_cluster import RAY_NODE_START_TIMEOUT_TEXT, ClusterStartError, LocalRayCluster, cluster_processes
 
 STAND_IN = """
-import os, signal, sys, time
+import os, signal, sys
 arguments, attempts = sys.argv[1:], os.environ["STAND_IN_ATTEMPTS"]
 if "--head" not in arguments:
     with open(attempts, "a") as file:
@@ -25,8 +25,8 @@ if "--head" not in arguments:
         sys.exit(1)
 print("Ray runtime started.", flush=True)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-while True:
-    time.sleep(0.1)
+while True:  # blocks as `ray start --block` does, until the cluster's stop sends SIGTERM
+    signal.pause()
 """
 
 

@@ -3,37 +3,82 @@
 import sys
 import textwrap
 
+from verl_ext.runs import monitor
 from verl_ext.runs.monitor import run_and_measure
 
 CHILD = textwrap.dedent(
     """
-    import subprocess, sys, time
-    grandchild = subprocess.Popen([sys.executable, "-c", "b = b'x' * (300 * 2**20); import time; time.sleep(3.5)"])
-    time.sleep(1.0)
-    with open(sys.argv[1], "a") as f:
+    import os, subprocess, sys, time
+    metrics, samples = sys.argv[1], sys.argv[2]
+
+    def taken():  # the monitor's samples so far: the test's after_sample adds a byte to the file
+        return os.path.getsize(samples) if os.path.exists(samples) else 0
+
+    def after_samples(count):  # `count` samples ended since now: all but the first began after now
+        target = taken() + count
+        while taken() < target:
+            time.sleep(0.01)
+
+    grandchild = subprocess.Popen(
+        [sys.executable, "-c", "import sys; b = b'x' * (300 * 2**20); print('allocated', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert grandchild.stdout.readline() == "allocated\\n"
+    after_samples(3)  # two whole samples with the grandchild's 300 MiB: RSS read by each, PSS by one (read at most
+    #                   every PSS_MIN_SECONDS, two samples apart)
+    with open(metrics, "a") as f:
         f.write('{"step": 1, "data": {}}\\n')
-    time.sleep(2.0)  # 4 samples apart: a loaded machine may delay one sample (the suite saw 1 s missed)
-    with open(sys.argv[1], "a") as f:
+    after_samples(2)  # a sample begun after the first record saw it: the second comes at a later sample
+    with open(metrics, "a") as f:
         f.write('{"step": 2, "data": {}}\\n')
+    after_samples(2)
+    grandchild.stdin.close()
     grandchild.wait()
     print("done")
     """
 )
 
 
+def count_samples(path):
+    """An ``after_sample`` that adds a byte to ``path`` per sample taken (the child waits on its size)."""
+    def taken() -> None:
+        with open(path, "ab") as file:
+            file.write(b".")
+
+    return taken
+
+
 def test_measures_descendants_and_record_times(tmp_path):
-    metrics = tmp_path / "metrics.jsonl"
+    """The child moves on only once the monitor has sampled what it did (no sleep guessing how long that takes)."""
+    metrics, samples = tmp_path / "metrics.jsonl", tmp_path / "samples"
     measured = run_and_measure(
-        [sys.executable, "-c", CHILD, str(metrics)], env=None, log_path=tmp_path / "log.txt", metrics_path=metrics
+        [sys.executable, "-c", CHILD, str(metrics), str(samples)], env=None, log_path=tmp_path / "log.txt",
+        metrics_path=metrics, after_sample=count_samples(samples),
     )
     assert measured.returncode == 0
     assert (tmp_path / "log.txt").read_text().strip() == "done"
     assert measured.peak_rss_bytes > 300 * 2**20  # the grandchild's allocation is counted
     assert measured.peak_pss_bytes > 250 * 2**20
     assert 0 < measured.cpu_seconds < measured.wall_seconds * 2
-    assert 0.5 < measured.first_record_seconds < measured.last_record_seconds < measured.wall_seconds
+    # the first record came after three samples, SAMPLE_SECONDS apart at least; the second after the first was seen
+    assert monitor.SAMPLE_SECONDS < measured.first_record_seconds < measured.last_record_seconds < measured.wall_seconds
     assert measured.startup_seconds(0.25) == measured.first_record_seconds - 0.25
     assert 0 < measured.teardown_seconds < measured.wall_seconds
+
+
+def wait_until(condition) -> None:
+    """Poll ``condition`` (an event of another process); a wait that never ends fails at the test's time limit."""
+    import time
+
+    while not condition():
+        time.sleep(0.02)
+
+
+def reading(log) -> bool:
+    """The monitor is in its reading loop: the child's first line (longer than the log's buffer) is in the log."""
+    return log.exists() and log.stat().st_size > 0
+
+
+FIRST_LINE = "print('tick' + '.' * 10000, flush=True)"  # past the log file's 8 KiB buffer: written through at once
 
 
 def test_a_failing_command_reports_its_status(tmp_path):
@@ -47,7 +92,6 @@ def test_an_interrupt_while_the_child_runs_stops_the_child_too(tmp_path):
     import _thread
     import os
     import threading
-    import time
 
     import psutil
     import pytest
@@ -56,21 +100,18 @@ def test_an_interrupt_while_the_child_runs_stops_the_child_too(tmp_path):
 
     pid_file = tmp_path / "pid"
     # ticks for at most 120 s: the test fails instead of hanging if the interrupt never arrives
-    child = (f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\nfor _ in range(1200):\n"
-             "    print('tick', flush=True)\n    time.sleep(0.1)")
+    child = (f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n{FIRST_LINE}\n"
+             "for _ in range(1200):\n    print('tick', flush=True)\n    time.sleep(0.1)")
 
-    def interrupt_when_started():
-        deadline = time.monotonic() + 60
-        while not pid_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
+    def interrupt_when_reading():  # inside run_and_measure's loop, where an interrupt must stop the child
+        wait_until(lambda: reading(tmp_path / "log"))
         _thread.interrupt_main()
 
     # interrupt_main() does nothing while SIGINT is ignored, as it is in a suite started in the background by a
     # non-interactive shell (`pytest ... &`): Python's own handler for the test's duration
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        threading.Thread(target=interrupt_when_started, daemon=True).start()
+        threading.Thread(target=interrupt_when_reading, daemon=True).start()
         with pytest.raises(KeyboardInterrupt):
             run_and_measure([sys.executable, "-c", child], env=dict(os.environ), log_path=tmp_path / "log")
     finally:
@@ -94,12 +135,11 @@ def test_sigterm_to_a_command_stops_its_child_as_ctrl_c_does(tmp_path):
     import os
     import signal
     import subprocess
-    import time
 
     import psutil
 
     pid_file = tmp_path / "pid"
-    child = (f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+    child = (f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n{FIRST_LINE}\n"
              "while True:\n    print('tick', flush=True)\n    time.sleep(0.1)")
     command = textwrap.dedent(f"""
         import sys
@@ -112,11 +152,8 @@ def test_sigterm_to_a_command_stops_its_child_as_ctrl_c_does(tmp_path):
             sys.exit(130)
     """)
     parent = subprocess.Popen([sys.executable, "-c", command], env={**os.environ, "PYTHONPATH": os.getcwd()})
-    deadline = time.monotonic() + 60
-    while not pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert pid_file.exists(), "the child did not start"
-    time.sleep(0.3)
+    wait_until(lambda: reading(tmp_path / "log") or parent.poll() is not None)  # inside sigterm_as_interrupt's block
+    assert pid_file.exists() and parent.poll() is None, "the child did not start"
     parent.send_signal(signal.SIGTERM)
     assert parent.wait(60) == 130
     pid = int(pid_file.read_text())

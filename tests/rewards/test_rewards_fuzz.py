@@ -1,4 +1,4 @@
-"""Property tests: no input makes a scorer raise, leave [0, 1] or take unbounded time.
+"""Property tests: no input makes a scorer raise, leave [0, 1] or take more than linear time.
 
 Inputs mix random text with the fragments the scorers look for (markers, braces, tags, JSON, huge
 numbers, exponent towers), bytes, None, and megabyte strings.
@@ -7,20 +7,17 @@ numbers, exponent towers), bytes, None, and megabyte strings.
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from data_prep.tool_call_syntax import CallSyntaxError, parse_call_list
-from verl_ext.rewards import compute_score, equivalence_pool
+from verl_ext.rewards import compute_score
 from verl_ext.rewards.reward_result import RESULT_KEYS
+from tests.cost import LINEAR, cost_ratio
 
 MATH_BUDGET_S = 1.0
-# The promised bound of one call: its budget plus the start-up allowance (equivalence_pool's docstring;
-# conftest.py sets a generous one for this busy machine), plus 1 s of slack.
-BOUND_S = MATH_BUDGET_S + equivalence_pool.settings().startup_allowance_s + 1.0
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 
 FRAGMENTS = [
@@ -112,31 +109,27 @@ toolace_truths = st.one_of(
 )
 
 
-def check(result: dict, elapsed: float) -> None:
+def check(result: dict) -> None:
+    """A result of the promised shape. How long a check may take is not asserted here (a wall-clock bound flakes on a
+    loaded machine): the math checker's budget is tested by its timed_out flag (test_rewards_math.py), the parsers'
+    linear cost by cost ratios (tests/adversarial), and a hang fails at the test's time limit."""
     assert list(result) == list(RESULT_KEYS)
     assert all(type(value) is float for value in result.values())
     assert 0.0 <= result["score"] <= 1.0
     assert all(result[key] in (0.0, 1.0) for key in RESULT_KEYS if key != "score")
-    assert elapsed < BOUND_S
-
-
-def timed(*args, **kwargs):
-    start = time.monotonic()
-    result = compute_score(*args, **kwargs)
-    return result, time.monotonic() - start
 
 
 @FUZZ
 @given(response=inputs, truth=st.one_of(st.sampled_from(["72", "-5", "1000", "0.5"]), texts))
 def test_gsm8k_never_fails(response, truth):
-    check(*timed("openai/gsm8k", response, truth))
+    check(compute_score("openai/gsm8k", response, truth))
 
 
 @FUZZ
 @given(response=st.one_of(inputs, boxed_responses, boxed_responses), truth=math_truths, guru=st.booleans())
 def test_math_and_guru_never_fail(response, truth, guru):
     source = "math__fuzz" if guru else "DigitalLearningGmbH/MATH-lighteval"
-    check(*timed(source, response, truth, None, math_timeout_s=MATH_BUDGET_S))
+    check(compute_score(source, response, truth, None, math_timeout_s=MATH_BUDGET_S))
 
 
 @FUZZ
@@ -147,7 +140,7 @@ def test_math_and_guru_never_fail(response, truth, guru):
     strict=st.booleans(),
 )
 def test_toolace_never_fails(response, truth, mode, strict):
-    check(*timed("Team-ACE/ToolACE", response, truth, None, toolace_mode=mode, toolace_strict_format=strict))
+    check(compute_score("Team-ACE/ToolACE", response, truth, None, toolace_mode=mode, toolace_strict_format=strict))
 
 
 @FUZZ
@@ -200,29 +193,37 @@ def test_tool_call_syntax_raises_only_its_own_error(text):
 
 
 MEGABYTE = 1_000_000
-HUGE_INPUTS = [
-    "{" * MEGABYTE,
-    "\\boxed{" * (MEGABYTE // 7),
-    "\\boxed{" + "1" * MEGABYTE + "}",
-    "\\boxed{" + "x^" * (MEGABYTE // 2) + "}",
-    "#### " + "9" * MEGABYTE,
-    "####" * (MEGABYTE // 4),
-    "<tool_call>" + "[" * MEGABYTE + "</tool_call>",
-    "<tool_call>" + json.dumps([{"name": "f", "arguments": {"a": "x" * MEGABYTE}}]) + "</tool_call>",
-    "<think>" * (MEGABYTE // 7) + "</think>",
-    "\x00\xff" * MEGABYTE,
-    "\\boxed{" + "(" * 5000 + "1" + ")" * 5000 + "}",
+HUGE_INPUTS = [  # each of size about n (a megabyte at the largest n used here)
+    lambda n: "{" * n,
+    lambda n: "\\boxed{" * (n // 7),
+    lambda n: "\\boxed{" + "1" * n + "}",
+    lambda n: "\\boxed{" + "x^" * (n // 2) + "}",
+    lambda n: "#### " + "9" * n,
+    lambda n: "####" * (n // 4),
+    lambda n: "<tool_call>" + "[" * n + "</tool_call>",
+    lambda n: "<tool_call>" + json.dumps([{"name": "f", "arguments": {"a": "x" * n}}]) + "</tool_call>",
+    lambda n: "<think>" * (n // 7) + "</think>",
+    lambda n: "\x00\xff" * n,
+    lambda n: "\\boxed{" + "(" * (n // 200) + "1" + ")" * (n // 200) + "}",  # 5,000 deep at a megabyte
 ]
+SOURCES = (
+    ("openai/gsm8k", "72"),
+    ("DigitalLearningGmbH/MATH-lighteval", "72"),
+    ("math__fuzz", "72"),
+    ("Team-ACE/ToolACE", json.dumps([{"name": "f", "arguments": {"a": 1}}])),
+)
 
 
 @pytest.mark.parametrize("response", HUGE_INPUTS, ids=[f"huge{i}" for i in range(len(HUGE_INPUTS))])
 def test_megabyte_inputs_are_bounded(response):
-    for data_source, truth in (
-        ("openai/gsm8k", "72"),
-        ("DigitalLearningGmbH/MATH-lighteval", "72"),
-        ("math__fuzz", "72"),
-        ("Team-ACE/ToolACE", json.dumps([{"name": "f", "arguments": {"a": 1}}])),
-    ):
-        result, elapsed = timed(data_source, response, truth, None, math_timeout_s=MATH_BUDGET_S)
-        check(result, elapsed)
-        assert result["score"] == 0.0
+    """Scored 0 and in time linear in the input: the cost at a megabyte over the cost at a quarter of it (about 4 for
+    a linear scorer, 16 for a quadratic one, on any machine). These answers are all longer than the math checker's
+    limit, so no budget or child start-up is part of the cost."""
+    texts = {n: response(n) for n in (MEGABYTE // 4, MEGABYTE)}  # made once: only the scoring is timed
+    for data_source, truth in SOURCES:
+        def score(n: int) -> None:
+            result = compute_score(data_source, texts[n], truth, None, math_timeout_s=MATH_BUDGET_S)
+            check(result)
+            assert result["score"] == 0.0
+
+        assert cost_ratio(score, MEGABYTE // 4) < LINEAR, data_source

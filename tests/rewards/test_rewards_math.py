@@ -203,18 +203,36 @@ def test_slow_check_is_cut_at_its_budget_off_the_main_thread_and_the_next_check_
         assert after["score"] == 1.0 and after["timed_out"] == 0.0
 
 
+def spy_on_budgets(checker, monkeypatch) -> list[float]:
+    """The budget of every check the checker is given (the checks themselves run as they would)."""
+    budgets: list[float] = []
+    check = checker.check
+
+    def recorded(gold, predicted, timeout_s, arrived=None):
+        budgets.append(timeout_s)
+        return check(gold, predicted, timeout_s, arrived)
+
+    monkeypatch.setattr(checker, "check", recorded)
+    return budgets
+
+
 def test_budget_from_extra_info_and_environment_default(fresh_checker, monkeypatch):
+    """Which budget a check gets is recorded, not inferred from how long it took: a fast check under a 0.3 s budget
+    (a child's start-up and sympy's first call included) timed out on a loaded machine."""
+    budgets = spy_on_budgets(equivalence_pool.get_checker(), monkeypatch)
     assert compute_score(MATH, "\\boxed{(x+1)^2}", "x^2+2x+1")["score"] == 1.0  # a child is up
     result = compute_score(MATH, SLOW_ANSWER, SLOW_TRUTH, {"math_timeout_s": 0.3})
-    assert result["timed_out"] == 1.0
+    assert result["timed_out"] == 1.0  # sympy needs seconds: only the budget ends it
+    assert budgets == [math_settings.DEFAULT_TIMEOUT_S, 0.3]
     # The environment is read once, on first use (a bad value must fail once, not on every call);
     # configure() reads it again.
     monkeypatch.setenv(math_settings.TIMEOUT_ENV, "0.3")
     assert equivalence_pool.default_timeout_s() == math_settings.DEFAULT_TIMEOUT_S
-    equivalence_pool.configure()
+    budgets = spy_on_budgets(equivalence_pool.configure(), monkeypatch)
     assert equivalence_pool.default_timeout_s() == 0.3
-    assert compute_score(MATH, "\\boxed{\\sqrt{18}}", "3\\sqrt{2}")["score"] == 1.0  # waits for a new child
-    assert compute_score(MATH, SLOW_ANSWER, SLOW_TRUTH)["timed_out"] == 1.0  # the environment's 0.3 s
+    assert compute_score(MATH, SLOW_ANSWER, SLOW_TRUTH)["timed_out"] == 1.0  # a new child, the environment's budget
+    assert compute_score(MATH, "\\boxed{\\sqrt{18}}", "3\\sqrt{2}", {"math_timeout_s": 60})["score"] == 1.0
+    assert budgets == [0.3, 60.0]  # extra_info's budget wins over the environment's
 
 
 def test_concurrent_scoring_from_many_threads():

@@ -25,9 +25,9 @@ from dataclasses import replace
 from verl_ext.algorithms import presets as algorithms
 from verl_ext.experiments import catalogue, profiles
 from verl_ext.experiments.environment import RunEnvironment, read_environment
-from verl_ext.runs.outputs import unwritable_folder
 from verl_ext.experiments.modes import LaunchStop, Tools, launch_runs, note
 from verl_ext.experiments.profiles import Profile
+from verl_ext.files import output_place_problem
 from verl_ext.runs.grid import Grid, points
 from verl_ext.runs.names import check_name
 from verl_ext.runs.run import Run
@@ -248,7 +248,7 @@ def plan(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> tu
     environment = read_environment(environ)
     request = COMMANDS[argv[0]](argv[1:], environment)
     if not environment.dry_run:
-        problem = unwritable_folder(environment.outputs)
+        problem = output_place_problem(environment.outputs, follow_links=True)
         if problem:
             raise UsageError(f"OUTPUT_DIR={str(environment.output_dir)!r}: {problem}; the metrics and checkpoints go there")
     runs = script_runs(request, environment)

@@ -62,8 +62,9 @@ from typing import Mapping, Optional
 
 from verl_ext.checkpoint_backends import GPU_BACKEND
 from verl_ext.runs.backend import Backend
+from verl_ext.files import output_place_problem
 from verl_ext.runs.names import check_name
-from verl_ext.runs.outputs import Outputs, folder_problem
+from verl_ext.runs.outputs import Outputs
 from verl_ext.overrides import INTERPOLATION, hydra_list
 from verl_ext.runs.run import Run
 from verl_ext.staleness.config import engine_pool_overrides
@@ -230,7 +231,7 @@ def _path(environ: Mapping[str, str], name: str, default: Path, holds_data_files
         raise EnvironmentValueError(
             f"{name}={str(path)!r} contains {glob!r}: verl loads its data files with HF datasets, which reads '*', '?' "
             "and '[' in a path as a glob pattern (no file, or other files, would be read): use a folder without them")
-    problem = folder_problem(path)
+    problem = output_place_problem(path, follow_links=True, writable=False)
     if problem:
         raise EnvironmentValueError(f"{name}={str(path)!r} cannot be a folder: {problem}")
     return path

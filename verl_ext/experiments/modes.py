@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from verl_ext.experiments.environment import RunEnvironment
-from verl_ext.runs.outputs import folder_problem, unwritable_folder
 from verl_ext.experiments.profiles import Profile, profile_named
+from verl_ext.files import output_place_problem
 from verl_ext.runs.claims import describe
 from verl_ext.runs.compose import CheckedRun, ComposedRun, compose
 from verl_ext.runs.launch import ChildProcess, Measure, start
@@ -135,7 +135,7 @@ def prepare_data(profile: Profile, environment: RunEnvironment, tools: Tools) ->
             complete = manifest.main([str(directory), *files, "--dataset", profile.dataset, f"--args={' '.join(flags)}"]) == 0
         if complete:
             return
-    problem = folder_problem(directory) or unwritable_folder(directory)
+    problem = output_place_problem(directory, follow_links=True)
     if problem:
         raise LaunchStop(f"[verl-ext] error: DATA_DIR={str(environment.data_dir)!r}: {directory} must be prepared "
                          f"(python -m data_prep.{profile.dataset}) but {problem}. Nothing was started.")
@@ -163,7 +163,7 @@ def check_output_paths(composed: Sequence[ComposedRun], environment: RunEnvironm
             if folder in checked:
                 continue
             checked.add(folder)
-            problem = folder_problem(folder) or unwritable_folder(folder)
+            problem = output_place_problem(folder, follow_links=True)
             if problem:
                 _output_stop(environment, f"{folder}: {problem}")
 

@@ -113,9 +113,11 @@ class ProcessSampler:
     returns (a set that changes as workers start and stop). ``cpu_seconds``: the CPU time they used while
     sampled -- each process's last-seen CPU time, less what it had already used when sampling started."""
 
-    def __init__(self, members: Callable[[], list[psutil.Process]], on_sample: Optional[Callable[[], None]] = None):
+    def __init__(self, members: Callable[[], list[psutil.Process]], on_sample: Optional[Callable[[], None]] = None,
+                 after_sample: Optional[Callable[[], None]] = None):
         self.members = members
         self.on_sample = on_sample
+        self.after_sample = after_sample  # called once each sample is taken (a test's count of samples)
         self.peak_rss = 0
         self.peak_pss = 0
         self._rss_at_pss_reading = 0
@@ -156,6 +158,8 @@ class ProcessSampler:
             if self.on_sample is not None:
                 self.on_sample()
             self._sample()
+            if self.after_sample is not None:
+                self.after_sample()
             self._done.wait(SAMPLE_SECONDS)
 
 
@@ -303,10 +307,13 @@ def run_and_measure(
     echo: bool = False,
     timeout: Optional[float] = None,
     also_measure: Optional[Callable[[], Iterable[int]]] = None,
+    after_sample: Optional[Callable[[], None]] = None,
 ) -> RunMeasurements:
     """Run ``command``, copy its output to ``log_path`` (and stdout with ``echo``), measure it (and the processes
     ``also_measure`` returns the ids of). ``timeout``: kill it after that many seconds. An exception while it
-    runs (Ctrl-C) stops it (:func:`stop_process`) before going on up."""
+    runs (Ctrl-C) stops it (:func:`stop_process`) before going on up. ``after_sample``: called in the sampler's
+    thread once each sample (memory, CPU time, the metrics file's records) is taken, so that a caller can wait for
+    the monitor to have seen something instead of guessing how long that takes."""
     started = time.perf_counter()
     state = {"first": None, "last": None, "lines": 0}
     # bytes that are not UTF-8 (a model's raw output printed by a worker) are replaced, never an error that ends the run
@@ -324,7 +331,7 @@ def run_and_measure(
                 state["first"] = now if state["first"] is None else state["first"]
                 state["last"], state["lines"] = now, lines
 
-    sampler = ProcessSampler(lambda: _members(watched, also_measure), on_sample=check_progress)
+    sampler = ProcessSampler(lambda: _members(watched, also_measure), on_sample=check_progress, after_sample=after_sample)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     echo_line = ConsoleEcho(log_path) if echo else None
     with sampler, open_new_log(log_path) as log:

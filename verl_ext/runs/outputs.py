@@ -32,21 +32,21 @@ file. Nothing is ever deleted.
 The output folder itself (the quickstart's, the lab's, the GPU plan's and the benchmarks' ``--out``, the run scripts'
 ``OUTPUT_DIR``) is checked when an :class:`Outputs` is made, before any work (:func:`output_folder`): a folder that is
 a file or below one, a FIFO or device, or a symbolic link to nothing (anywhere on its path: verl-ext would create the
-link's target, somewhere the user did not name) is an :class:`OutputFolderError` naming it. :func:`folder_problem`
-and :func:`unwritable_folder` are the one home of these rules (the run scripts' environment uses them too).
+link's target, somewhere the user did not name) is an :class:`OutputFolderError` naming it. The rules themselves
+live in :func:`verl_ext.files.output_place_problem`, the one home of every output place's checks (the assets
+builder's, the GPU plan's, the benchmarks', the run scripts' environment).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import stat
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
+from verl_ext.files import check_output_place
 from verl_ext.metrics_file import file_logger_path
 from verl_ext.run_description import description_path
 from verl_ext.config_values import ConfigError
@@ -62,52 +62,13 @@ class OutputFolderError(ConfigError):
     """An output folder verl-ext cannot write into (a file, below a file, a link to nothing): nothing was done."""
 
 
-def folder_problem(path: Path) -> Optional[str]:
-    """Why ``path`` cannot be a folder verl-ext writes into (it is a file, is below one, is a broken link, cannot
-    be looked at); None when it is a folder or can be made one. Looks, writes nothing."""
-    current = path
-    while True:
-        try:
-            mode = current.stat().st_mode
-        except (FileNotFoundError, NotADirectoryError):
-            if os.path.lexists(current) and current.is_symlink():
-                return f"{current} is a symbolic link to nothing"
-            if current.parent == current:
-                return None
-            current = current.parent
-            continue
-        except OSError as error:  # permission denied on the way, a link loop, a name too long
-            return f"{current}: {error.strerror or error}"
-        if stat.S_ISDIR(mode):
-            return None
-        what = "a file" if stat.S_ISREG(mode) else "not a folder (a device, FIFO or socket)"
-        return f"it is {what}" if current == path else f"it is below {current}, which is {what}"
-
-
-def unwritable_folder(path: Path) -> Optional[str]:
-    """Why nothing can be written in ``path`` (or, when it does not exist yet, in the deepest folder above it
-    that does, where it would be made); None when a probe file could be made and removed there."""
-    existing = path
-    while not existing.is_dir():
-        if existing.parent == existing:
-            return f"no folder above {path} exists"
-        existing = existing.parent
-    try:
-        handle, probe = tempfile.mkstemp(dir=existing, prefix=".verl-ext-write-check-")
-    except OSError as error:  # read-only file system, permission denied, no space left
-        return f"cannot write in {existing} ({error.strerror or error})"
-    os.close(handle)
-    os.unlink(probe)
-    return None
-
-
-def output_folder(path: str | os.PathLike, what: str = "--out") -> Path:
-    """``path`` (``what``: the option or variable that named it) as an absolute folder, links resolved, once it is
-    checked (module docstring); :class:`OutputFolderError` naming it otherwise. Writes nothing."""
-    given = Path(path).expanduser().absolute()
-    problem = folder_problem(given)
-    if problem:
-        raise OutputFolderError(f"{what} {str(path)!r} cannot be an output folder: {problem}; nothing was written")
+def output_folder(path: str | os.PathLike, option: str = "--out") -> Path:
+    """``path`` (named by ``option``, the option or variable that gave it; "" for none) as an absolute folder, links
+    resolved, once it is checked by the one home of the output-place rules (:func:`verl_ext.files.output_place_problem`:
+    a link to a folder is followed, a link to nothing is refused; writability is the launcher's, in the modes that
+    write); :class:`OutputFolderError` naming it otherwise. Writes nothing."""
+    given = check_output_place(Path(path).expanduser(), "output folder", OutputFolderError, follow_links=True,
+                               writable=False, option=option)
     return given.resolve()
 
 
@@ -140,7 +101,7 @@ class Outputs:
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout {self.layout!r}; allowed: {', '.join(LAYOUTS)}")
-        object.__setattr__(self, "root", output_folder(self.root, "the output folder"))
+        object.__setattr__(self, "root", output_folder(self.root, ""))
 
     def project_of(self, run: Run) -> str:
         return run.project or self.project
