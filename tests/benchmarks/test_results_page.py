@@ -183,3 +183,12 @@ def test_the_results_folder_and_page_are_options_of_the_command_line(tmp_path):
     assert results_page.main(arguments) == 0
     assert "| steps/s | 1.20 |" in page.read_text() and "Not measured yet" in page.read_text()
     assert results_page.main([*arguments, "--check"]) == 0
+
+
+def test_record_never_takes_the_name_of_bench_gpus_results_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(results_page, "RESULTS", tmp_path / "results")
+    log = tmp_path / "log"
+    log.write_text('HEADLINE {"a": "1"}\n')
+    arguments = ["record", "bench_gpu", str(log), "--title", "t", "--command", "c", "--machine", "m"]
+    assert results_page.main(arguments) == 2
+    assert not (tmp_path / "results").exists()
