@@ -170,8 +170,8 @@ def render_gpu_record(key: str, record: dict) -> str:
     date = f"{record['date']}, " if isinstance(record.get("date"), str) else ""
     size = record.get("size", "?")
     lines = [f"#### {device}: {size}, {record.get('response_length', '?')}-token responses", "",
-             f"*{date}{device}, commit {record.get('commit') or '?'}, assets {size}, responses of "
-             f"{record.get('response_length', '?')} tokens* (`benchmarks/results/{GPU_FILE}`, record `{key}`)"]
+             (f"*{date}{device}, commit {record.get('commit') or '?'}, assets {size}, responses of "
+              f"{record.get('response_length', '?')} tokens* (`benchmarks/results/{GPU_FILE}`, record `{key}`)")]
     modes = record.get("modes", {})
     asked = sorted({str(mode["phases_asked"]) for mode in modes.values() if mode.get("phases_asked")})
     if asked:
@@ -194,8 +194,8 @@ def render_gpu_record(key: str, record: dict) -> str:
                  _number(mode.get("tokens_per_second")), "–" if mfu is None else f"{100 * mfu:.1f}%",
                  *(_number(split.get(timer)) for _, timer in TIME_SPLIT), peak]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Time split: mean seconds per averaged step (verl's `timing_s/gen`, `timing_s/update_actor`, "
-              "`timing_s/update_weights`)."]
+    lines += ["", ("Time split: mean seconds per averaged step (verl's `timing_s/gen`, `timing_s/update_actor`, "
+                   "`timing_s/update_weights`).")]
     return "\n".join(lines) + "\n"
 
 
@@ -204,9 +204,9 @@ def render_gpu(folder: Path = RESULTS) -> str:
     loaded = gpu_records(folder)
     lines = [f"### The one-lease comparison on a GPU (`benchmarks/results/{GPU_FILE}`)", ""]
     if not any(_is_gpu(record) and record.get("modes") for record in loaded.values()):
-        lines += ["Not measured yet: `sync`, `delayed_sync` (4, 0) and (4, 1) with overlap in one start "
-                  "(`python benchmarks/bench_gpu.py --phases ...`) has not run on a GPU; the command and its device "
-                  f"time: [gpu.md]({ONE_LEASE}).", ""]
+        lines += [("Not measured yet: `sync`, `delayed_sync` (4, 0) and (4, 1) with overlap in one start "
+                   "(`python benchmarks/bench_gpu.py --phases ...`) has not run on a GPU; the command and its device "
+                   f"time: [gpu.md]({ONE_LEASE})."), ""]
     body = "\n".join(render_gpu_record(key, record) for key, record in loaded.items())
     return "\n".join(lines) + ("\n" + body if body else "")
 
