@@ -100,3 +100,95 @@ def test_record_writes_a_whole_record_that_the_page_renders(tmp_path, monkeypatc
     assert "| speed-up | x1.38 |" in results_page.render(tmp_path / "results")
     assert results_page.main(arguments) == 2  # never replaced
     assert [path.name for path in (tmp_path / "results").iterdir()] == ["overlap_1_1.json"]  # no temporary left
+
+
+def _gpu_record(device: dict, device_line: str, modes: dict) -> dict:
+    split = {"gen": 2.0, "update_weights": 0.1, "old_log_prob": 0.0, "ref": 0.0, "adv": 0.0, "update_actor": 1.5,
+             "step": 4.0}
+    return {"device": device, "device_line": device_line, "commit": "abc1234", "size": "qwen2.5-0.5b",
+            "response_length": 512,
+            "modes": {name: {"steps_averaged": averaged, "steps_per_second": rate, "tokens_per_second": 4000.0,
+                             "actor_mfu": 0.125, "phase_seconds": {**split, "gen": gen}, "push_seconds": 0.4,
+                             "peak_gpu_gib": 60.5, "run": "phased", "phases_asked": "sync:4,delayed_4_0:12"}
+                      for name, (averaged, rate, gen) in modes.items()}}
+
+
+def test_bench_gpu_json_is_rendered_through_gpu_results_one_table_per_record(tmp_path):
+    """A synthetic bench_gpu.json (gpu_results' layout, written by its own writer) in a results folder of its own:
+    one table per record, each mode's figures, its steps/s against sync's, and no 'not measured yet' line."""
+    from gpu_results import merge_record, save_records
+
+    h200 = _gpu_record({"gpu": "1 x NVIDIA H200", "driver": "580.159.04"}, "one NVIDIA H200 140 GiB",
+                       {"sync": (3, 0.25, 2.5), "delayed_4_0": (8, 0.5, 1.25), "delayed_4_1_overlap": (8, 0.625, 0.75)})
+    rehearsal = _gpu_record({"gpu": None, "backend": "cpu"}, "CPU backend (rehearsal: no GPU figure)",
+                            {"sync": (4, 0.2, 3.0)})
+    save_records(tmp_path / "bench_gpu.json", merge_record(merge_record({}, h200), rehearsal))
+    _record(tmp_path, "overlap")  # a record of the other kind beside it
+    block = results_page.render(tmp_path)
+    assert "| steps/s | 1.20 |" in block
+    assert block.count("| mode | steps averaged | steps/s | x sync | tokens/s | actor MFU |") == 2
+    assert "| sync | 3 | 0.25 | – | 4000.0 | 12.5% | 2.5 | 1.5 | 0.1 | 60.5 |" in block
+    assert "| delayed_4_0 | 8 | 0.5 | 2.00x | 4000.0 | 12.5% | 1.25 | 1.5 | 0.1 | 60.5 |" in block
+    assert "| delayed_4_1_overlap | 8 | 0.625 | 2.50x |" in block
+    assert "one NVIDIA H200 140 GiB, commit abc1234" in block and "CPU backend (rehearsal" in block
+    assert "`python benchmarks/bench_gpu.py --phases sync:4,delayed_4_0:12`" in block
+    assert "Not measured yet" not in block
+    assert block.index("| sync | 3 |") < block.index("| delayed_4_0 | 8 |")
+
+
+def test_without_a_gpu_record_the_gpu_section_says_the_comparison_is_not_measured_yet(tmp_path):
+    from gpu_results import merge_record, save_records
+
+    assert "Not measured yet" in results_page.render(tmp_path)  # no bench_gpu.json at all
+    save_records(tmp_path / "bench_gpu.json",
+                 merge_record({}, _gpu_record({"gpu": None, "backend": "cpu"}, "CPU backend", {"sync": (4, 0.2, 3.0)})))
+    block = results_page.render(tmp_path)
+    assert "Not measured yet" in block and f"]({results_page.ONE_LEASE})" in block
+    assert "| sync | 4 | 0.2 | – |" in block  # the rehearsal is still shown
+
+
+def test_the_page_links_the_one_lease_command_while_bench_gpu_json_is_absent():
+    if (results_page.RESULTS / results_page.GPU_FILE).exists():
+        pytest.skip("benchmarks/results/bench_gpu.json exists")
+    page = results_page.PAGE.read_text(encoding="utf-8")
+    assert "Not measured yet" in page and "gpu.md#measuring-delayed_sync-against-sync-in-one-lease" in page
+
+
+@pytest.mark.parametrize("content, message", [
+    ("[1, 2]", "a JSON list, not a bench_gpu results file"),
+    ("{not json", "not JSON"),
+    ('{"records": {"k": {"modes": {"sync": {"steps_per_second": "fast"}}}}}', "modes: sync: steps_per_second: a number"),
+    ('{"records": {"k": {"modes": [1]}}}', "modes: an object of modes"),
+    ('{"records": {"k": {"modes": {"sync": {"phase_seconds": {"gen": "x"}}}}}}', "sync: phase_seconds"),
+])
+def test_a_bench_gpu_json_that_is_not_one_is_refused_naming_it_and_the_cli_exits_2(tmp_path, content, message):
+    (tmp_path / "bench_gpu.json").write_text(content)
+    with pytest.raises(results_page.RecordError, match=message) as error:
+        results_page.render(tmp_path)
+    assert str(tmp_path / "bench_gpu.json") in str(error.value)
+    page = tmp_path / "results.md"
+    page.write_text(f"{results_page.BEGIN}\n{results_page.END}\n")
+    result = subprocess.run([sys.executable, str(SCRIPT), "--results", str(tmp_path), "--page", str(page)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    assert page.read_text() == f"{results_page.BEGIN}\n{results_page.END}\n"
+
+
+def test_the_results_folder_and_page_are_options_of_the_command_line(tmp_path):
+    _record(tmp_path, "overlap", figures={"steps/s": "1.20"})
+    page = tmp_path / "results.md"
+    page.write_text(f"intro\n{results_page.BEGIN}\n{results_page.END}\n")
+    arguments = ["--results", str(tmp_path), "--page", str(page)]
+    assert results_page.main([*arguments, "--check"]) == 1
+    assert results_page.main(arguments) == 0
+    assert "| steps/s | 1.20 |" in page.read_text() and "Not measured yet" in page.read_text()
+    assert results_page.main([*arguments, "--check"]) == 0
+
+
+def test_record_never_takes_the_name_of_bench_gpus_results_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(results_page, "RESULTS", tmp_path / "results")
+    log = tmp_path / "log"
+    log.write_text('HEADLINE {"a": "1"}\n')
+    arguments = ["record", "bench_gpu", str(log), "--title", "t", "--command", "c", "--machine", "m"]
+    assert results_page.main(arguments) == 2
+    assert not (tmp_path / "results").exists()
