@@ -14,6 +14,10 @@ import pytest
 
 from verl_ext.tiny.assets import AssetsFolderError, build_tiny_assets, main as tiny_assets_main
 
+# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
+# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
+pytestmark = pytest.mark.timeout(600)
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -19,6 +19,10 @@ from verl_ext.tiny import assets
 from verl_ext.tiny.assets import build_tiny_assets, main as tiny_assets_main
 from verl_ext.tiny.sizes import SIZES, TinyModelSize, build_memory_bytes, parameter_count
 
+# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
+# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
+pytestmark = pytest.mark.timeout(600)
+
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["--train-examples", "4", "--val-examples", "2"]
 

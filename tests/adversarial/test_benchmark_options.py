@@ -21,6 +21,10 @@ import bench_against_commit  # noqa: E402
 import bench_overlap  # noqa: E402
 import run_all  # noqa: E402
 
+# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
+# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
+pytestmark = pytest.mark.timeout(600)
+
 
 def refused_in_process(capsys, main, argv) -> str:
     with pytest.raises(SystemExit) as exit_info:

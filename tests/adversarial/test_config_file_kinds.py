@@ -17,6 +17,10 @@ import pytest
 
 from tests.run_scripts.scripts import REPO
 
+# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
+# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
+pytestmark = pytest.mark.timeout(600)
+
 ROLLOUT = "actor_rollout_ref.rollout"
 KEYS = {
     "tool config": (f"{ROLLOUT}.multi_turn.tool_config_path", "tools.yaml"),

@@ -26,6 +26,10 @@ from data_prep.manifest import MANIFEST_NAME
 from data_prep.raw_records import MAX_JSON_BYTES
 from tests.cost import LINEAR, cost_ratio
 
+# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
+# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
+pytestmark = pytest.mark.timeout(600)
+
 SURROGATE = "\ud83d"
 DEEP = 100_000  # nesting levels
 HUGE_INT = "9" * 5000  # digits

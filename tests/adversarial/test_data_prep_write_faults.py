@@ -25,6 +25,10 @@ from data_prep.manifest import MANIFEST_NAME, incompleteness
 from data_prep.save_folder import PARTIAL_PREFIX
 from tests.adversarial.save_folders import PAIR, raw_gsm8k, snapshot
 
+# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
+# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
+pytestmark = pytest.mark.timeout(600)
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -16,7 +16,7 @@ import pytest
 from tests.adversarial.test_config_paths import RayStarted, compose, config_error_in, driver  # noqa: F401 (fixture)
 from tests.adversarial.test_resume_checks import fsdp_checkpoint
 from tests.recipe_config import compose_recipe
-from verl_ext import preflight
+from verl_ext.runs.compose import check_as_the_driver
 from verl_ext.checks.lora import check_lora
 from verl_ext.config_values import ConfigError
 
@@ -70,7 +70,7 @@ def test_the_driver_the_dry_run_and_the_launchers_refuse_it_before_ray(driver, t
 
     _, config = compose([*CPU, *overrides])
     with pytest.raises(Exception) as dry_run:
-        preflight.check_as_the_driver(copy.deepcopy(config))
+        check_as_the_driver(copy.deepcopy(config))
     with pytest.raises(Exception) as raised:
         driver(config)
     assert not isinstance(raised.value, RayStarted), "Ray started before the check"

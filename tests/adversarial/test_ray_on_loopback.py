@@ -14,8 +14,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.run_scripts.scripts import REPO
 from verl_ext.cpu.profile import cpu_environment
+
+# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
+# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
+pytestmark = pytest.mark.timeout(600)
 
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 

@@ -5,6 +5,12 @@ completely: verl swallows a plugin's import error, and the run would fail later 
 import subprocess
 import sys
 
+import pytest
+
+# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
+# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
+pytestmark = pytest.mark.timeout(600)
+
 CODE = """
 import verl_ext.algorithms.loss_config  # its own import of verl loads the plugin while verl_ext.algorithms.loss_config is half-initialised
 from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY

@@ -14,6 +14,12 @@ import sys
 from verl_ext.algorithms.registry import ESTIMATORS, POLICY_LOSSES
 from verl_ext.cli import main as cli_main
 
+import pytest
+
+# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
+# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
+pytestmark = pytest.mark.timeout(600)
+
 REGISTRIES = "registries: "
 
 

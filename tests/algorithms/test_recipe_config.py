@@ -14,6 +14,10 @@ from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES, REPO, RECIPE_CONFIG_DI
 from verl_ext.algorithms.registry import ESTIMATORS, POLICY_LOSSES
 from verl_ext.algorithms.loss_config import ConfigError, RECPolicyLossConfig
 
+# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
+# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
+pytestmark = pytest.mark.timeout(600)
+
 
 def validate(*overrides):
     config = compose_recipe(*overrides)

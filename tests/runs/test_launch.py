@@ -27,6 +27,10 @@ from verl_ext.overrides import override_key
 from verl_ext.runs.run import Run
 from verl_ext.staleness.setting import Setting
 
+# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
+# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
+pytestmark = pytest.mark.timeout(600)
+
 
 class Layered(Backend):
     """A backend that marks its layers, and puts a variable, a removal and a process list around the child."""
