@@ -19,6 +19,10 @@ import pytest
 
 from tests.run_scripts.scripts import REPO
 
+# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
+# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
+pytestmark = pytest.mark.timeout(600)
+
 HEAVY = ("torch", "verl", "ray", "transformers", "vllm", "matplotlib", "pandas", "pyarrow", "datasets")
 
 # entry point -> (module run with python -m, its bad arguments, what its error names)
@@ -58,9 +62,6 @@ ENTRY_POINTS = {
 PROBE = """
 import json, runpy, sys
 
-# its child processes (a fresh interpreter importing verl or torch) may take minutes on a loaded machine: the
-# per-test limit stays above their own time-outs, so a slow child fails with its own message, a hang still here
-pytestmark = pytest.mark.timeout(600)
 module, heavy, argv = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
 sys.argv = [module, *argv]
 try:
