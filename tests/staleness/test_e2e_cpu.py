@@ -1,5 +1,6 @@
 """delayed_sync end to end on verl's distributed path: real ``main_ppo`` on the CPU backend, two trainer ranks
-on two Ray nodes.
+on two Ray nodes. The whole module is the extended tier (``pytest -m extended``, which CI runs after the README's
+command; docs/testing.md).
 
 Four runs have world size 2 on a local cluster of two Ray nodes (``trainer.nnodes=2``,
 :mod:`verl_ext.cpu.local_cluster`): two FSDP2 ranks over gloo, one rollout replica per rank on its rank's
@@ -7,16 +8,16 @@ node, two agent-loop workers over which verl splits each batch, sharded checkpoi
 The CPU rollout keeps vLLM's contract (``free_cache_engine=True``: sleep discards the weights, generating
 before the next push raises) and logs every weight event of every replica with a checksum of the weights it
 holds (:mod:`verl_ext.rollout_events`). They share the cluster (:class:`CPURaySession`) with one short
-run at world size 1 (below, ``extended``): (3, 1) over 7 steps; the same with ``overlap=true`` (a resident engine generating in the background: the
+run at world size 1 (below): (3, 1) over 7 steps; the same with ``overlap=true`` (a resident engine generating in the background: the
 rollout servers and the trainer's actors are separate processes, so the overlap is real) and checkpoints; a
 resume from the overlap run's mid-interval checkpoint; and offline with off-policy GRPO and zero-variance
 masking (a reward that is constant for the odd prompts, tests/staleness/odd_count_reward.py). :func:`background_runs` makes
 them in a child process while the rest of the suite runs (tests/background_runs.py).
 
 Data-parallel invariance in the real loop: the first step of the uninterrupted run (REC-OneSide-NoIS, the
-behaviour policy as pi_old) is made again at world size 1, in the same session (``delayed_3_1_ws1``, one step),
-under ``pytest -m extended``: the default suite's time pays for every loss's data-parallel invariance through
-verl's ``ppo_loss`` without Ray (tests/algorithms/test_through_verl_ppo_loss.py), not for this run.
+behaviour policy as pi_old) is made again at world size 1, in the same session (``delayed_3_1_ws1``, one step);
+every loss's data-parallel invariance through verl's ``ppo_loss`` is also checked without Ray
+(tests/algorithms/test_through_verl_ppo_loss.py).
 The offline run (off-policy GRPO in decoupled mode: pi_k recomputed by the two ranks, the rollout's log-probs as
 importance weights) shows verl's recomputation against the rollout: equal at lag 0, apart at every later lag. Every run takes two epochs over its batch (``ppo_epochs=2``), so that
 step 1's loss and clip fraction are not trivially those of pi_theta = pi_old.
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.background_runs import extended_runs_wanted, print_costs
+from tests.background_runs import print_costs
 from tests.recipe_config import OFFPOLICY_GRPO_OVERRIDES
 from tests.staleness import odd_count_reward
 from tests.staleness.e2e_runs import (
@@ -53,7 +54,10 @@ from tests.staleness.e2e_runs import (
 )
 from verl_ext.rollout_events import push_rounds, replica_nodes
 
-pytestmark = pytest.mark.e2e
+# the extended tier (CI's second session, `pytest -m extended`): the README's command stays within its 20 minutes
+# (docs/testing.md); its default session keeps one real overlap run (tests/staleness/test_e2e_lora_multiturn.py)
+# and the trainer's overlap and resume rules without Ray (tests/staleness/test_overlap_trainer.py, test_trainer_mode.py)
+pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 BACKGROUND_MINUTES = 8  # how long background_runs took (two cores, under the suite's load): the queue's order
 BACKGROUND_PEAK_GIB = 8  # the memory its runs take at their peak (PSS), for the queue's pairing
 
@@ -97,7 +101,7 @@ OFFLINE = (
 
 
 def background_runs(root):
-    """The four runs (five with the extended tests), in a child process while the rest of the suite runs
+    """The five runs, in a child process while the rest of the suite runs
     (tests/background_runs.py)."""
     import time
 
@@ -150,13 +154,13 @@ def background_runs(root):
             )
         ).raise_for_error()
         # the same first step with one trainer rank (one node of the cluster)
-        uninterrupted_ws1 = None if not extended_runs_wanted() else session.run(
+        uninterrupted_ws1 = session.run(
             Run(name="delayed_3_1_ws1", steps=1, overrides=(*COMMON_WS1, *KNOBS))
         ).raise_for_error()
     print(f"two-node cluster and Ray: {cluster_start:.0f} s")
     results = {"uninterrupted": uninterrupted, "overlap": overlap, "resumed": resumed, "offline": offline,
                "uninterrupted_ws1": uninterrupted_ws1}
-    print_costs(result for result in results.values() if result is not None)
+    print_costs(results.values())
     return {**results, "dumps": dumps, "assets": assets, "cluster_start_seconds": cluster_start}
 
 
@@ -461,7 +465,6 @@ PER_RANK = ("actor/pg_clipfrac", "actor/pg_clipfrac_positive", "actor/pg_clipfra
             "actor/ratio_mean", "actor/ratio_max", "global_seqlen/")
 
 
-@pytest.mark.extended
 def test_step_1_is_the_same_at_world_size_1_and_2(runs):
     """The same first batch (same prompts, same per-request seeds, the same initial weights) trained by one rank
     and by two on two nodes: reward, advantages, lengths, the loss (verl's global token normalisation through
@@ -496,7 +499,6 @@ def rank_fractions(fraction_ws1: float, epochs: int, tokens: tuple[int, int]) ->
             for c0 in range(max(0, clipped - n1), min(clipped, n0) + 1)}
 
 
-@pytest.mark.extended
 def test_the_clip_fraction_is_verls_mean_over_ranks_of_the_same_clipped_tokens(runs):
     """``actor/pg_clipfrac`` is not the same number at world size 2: verl averages each rank's fraction of its
     own tokens, and the ranks hold 3 +- a few tokens apart. It is what the same clipped tokens give under that

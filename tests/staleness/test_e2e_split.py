@@ -3,14 +3,14 @@ explorer/trainer split), end to end: verl's real ``main_ppo`` on the CPU backend
 rollout, verl's standalone rollout replica on a logical GPU of its own, weights through the ``gloo`` checkpoint
 engine (verl's ``CheckpointEngineManager``, as a GPU run with ``nccl``).
 
-One run (two under ``pytest -m extended``) in one Ray start-up (:class:`CPURaySession` of 2 trainer + 1 engine logical GPUs), made by
+The whole module is the extended tier (``pytest -m extended``, which CI runs after the README's command;
+docs/testing.md). Two runs in one Ray start-up (:class:`CPURaySession` of 2 trainer + 1 engine logical GPUs), made by
 :func:`background_runs` while the rest of the suite runs (tests/background_runs.py):
 
 - "2 + 1": (3, 1) with ``overlap`` over 5 steps, two trainer ranks (FSDP2 over gloo; actor rank 0 sends, rank 1
   walks the collective weight generator) and one engine replica; checkpoints at global steps 3 (mid-interval,
   written while version 2 may still be generating steps 3-4) and 5 (the last: version 5's weights);
-- its resume from the mid-interval checkpoint (2 + 1), ``extended``: made and checked under ``pytest -m extended``,
-  not in the default suite (whose time pays for the resume on two nodes, tests/staleness/test_e2e_cpu.py).
+- its resume from the mid-interval checkpoint (2 + 1).
 
 They train verl's own loss ``vanilla`` (PPO's clip; the resume must reproduce its run, so the same loss) with
 pi_old = the behaviour policy (verl-ext's losses under delayed_sync are covered by tests/staleness/test_e2e_cpu.py),
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.background_runs import extended_runs_wanted, print_costs
+from tests.background_runs import print_costs
 from tests.staleness.e2e_runs import (
     ROLLOUT_N,
     SCHEDULE,
@@ -44,7 +44,9 @@ from verl_ext import metric_names
 from verl_ext.checkpoint_backends import CPU_BACKEND
 from verl_ext.staleness.config import engine_pool_overrides
 
-pytestmark = pytest.mark.e2e
+# the extended tier (CI's second session, `pytest -m extended`): the README's command stays within its 20 minutes
+# (docs/testing.md); its default session keeps the split at zero staleness (tests/cpu/test_e2e_main_ppo.py)
+pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 BACKGROUND_MINUTES = 3  # how long background_runs took (two cores, under the suite's load): the queue's order
 BACKGROUND_PEAK_GIB = 7  # the memory its runs take at their peak (PSS), for the queue's pairing
 
@@ -68,7 +70,7 @@ def loss(run: str) -> str:
 
 
 def background_runs(root):
-    """The run (and its resume with the extended tests), in a child process while the rest of the suite runs."""
+    """The run and its resume, in a child process while the rest of the suite runs."""
     from verl_ext.cpu.ray_session import CPURaySession
     from verl_ext.runs.run import Run
     from verl_ext.cpu_runtime.topology import Topology
@@ -87,7 +89,7 @@ def background_runs(root):
                            f"trainer.rollout_data_dir={dumps['overlap']}"),
             )
         ).raise_for_error()
-        resumed = None if not extended_runs_wanted() else session.run(
+        resumed = session.run(
             Run(
                 name="split_3_1_overlap_resumed",
                 steps=STEPS,
@@ -101,7 +103,7 @@ def background_runs(root):
             )
         ).raise_for_error()
     results = {"overlap": overlap, "resumed": resumed}
-    print_costs(result for result in results.values() if result is not None)
+    print_costs(results.values())
     return {**results, "dumps": dumps, "assets": assets}
 
 
@@ -166,8 +168,7 @@ def test_two_trainer_ranks_and_one_engine_replica(runs):
     from verl_ext.cpu_runtime.sharded_checkpoint import checkpoint_world_size
 
     for name in ("overlap", "resumed"):
-        if runs[name] is not None:  # the resumed run: with the extended tests
-            assert len(replica_nodes(runs[name].events)) == ENGINE_GPUS, name
+        assert len(replica_nodes(runs[name].events)) == ENGINE_GPUS, name
     actor = runs["overlap"].checkpoint_dir / f"global_step_{STEPS}" / "actor"
     assert checkpoint_world_size(actor) == TRAINER_RANKS
     assert sorted(path.name for path in actor.glob("model_world_size_*.pt")) == [
@@ -209,7 +210,6 @@ def test_generation_runs_while_the_trainer_trains(runs):
     assert sum(hidden[step] for step in after_start) > 0.3 * sum(busy[step] for step in after_start)
 
 
-@pytest.mark.extended
 def test_resume_mid_interval_continues_exactly(runs):
     overlap, resumed = runs["overlap"], runs["resumed"]
     for key in SCHEDULE_METRICS:
@@ -230,7 +230,6 @@ def test_resume_mid_interval_continues_exactly(runs):
     check_pushes_are_the_only_weight_changes(resumed)
 
 
-@pytest.mark.extended
 def test_resumed_run_logs_the_uninterrupted_runs_numbers(runs):
     """From the step after the mid-interval checkpoint on, every logged number (rewards, loss, grad norm, clip
     fractions, lags, the gloo engine's bytes; not the timings) and the weights pushed at version 5 are those of
@@ -246,8 +245,7 @@ def test_resumed_run_logs_the_uninterrupted_runs_numbers(runs):
     assert comparison.compared_values >= len(resumed_global_steps) * 40
 
 
-@pytest.mark.parametrize("run", [pytest.param(run, marks=pytest.mark.extended) if run == "resumed" else run
-                                 for run in VERL_LOSSES])
+@pytest.mark.parametrize("run", VERL_LOSSES)
 def test_verls_loss_trained_on_the_behaviour_policys_log_probs(runs, run):
     """verl's loss ran (its metrics, not verl-ext's), every trained step had a gradient, and its pi_old was the
     behaviour policy: its ppo_kl, mean(log pi_old - log pi_theta) before the update, is 0 at lag 0 and far from 0
