@@ -34,15 +34,17 @@ def record_key(record: dict) -> str:
 
 
 def check_target(path: Path) -> None:
-    """Refuse, before any run, a ``--json`` that is a link, a folder or not a regular file, or a folder that does
-    not exist; a file that is there must be a results file (:func:`load_records`)."""
-    if path.is_symlink():
-        raise ResultsFileError(f"{path}: a symbolic link; give the results file itself (nothing is written through a link)")
-    if path.exists():
-        load_records(path)
-        return
+    """Refuse, before any run, a ``--json`` that cannot be the results file (the project's output-place rules,
+    :func:`verl_ext.files.output_place_problem`: a link, a folder, a FIFO, a path below a file, a place where nothing
+    can be written) or whose folder does not exist (the benchmark makes no folder the user did not name); a file that
+    is there must be a results file (:func:`load_records`)."""
+    from verl_ext.files import check_output_place
+
     if not path.parent.is_dir():
         raise ResultsFileError(f"{path}: its folder {path.parent} does not exist or is not a folder")
+    check_output_place(path, "bench_gpu results file", ResultsFileError, folder=False)
+    if path.exists():
+        load_records(path)
 
 
 def load_records(path: Path) -> dict[str, dict]:

@@ -47,20 +47,19 @@ PARTIAL_PREFIX = ".partial-"
 
 
 def check_save_dir(save_dir: str | Path, dataset_path: str | Path | None, input_files: Iterable[Path]) -> Path:
-    """The resolved save folder; a DataPrepError when it is a file or overlaps the inputs.
+    """The resolved save folder; a DataPrepError when it cannot be one or overlaps the inputs.
 
-    Refused: a save folder that is a file (or below one); equal to or inside the raw folder
-    ``dataset_path``; the folder holding an input file (Guru's math file given by its path: an output or
-    a stale output's removal could hit it). A raw folder *inside* the save folder is fine (outputs never
-    touch subfolders).
+    Refused: a place the project's output-place rules refuse (:func:`verl_ext.files.output_place_problem`: a file,
+    FIFO or device, a path below a file, a link to nothing, a place where nothing can be written; a link to a folder
+    is followed, as the outputs are written where it points); equal to or inside the raw folder ``dataset_path``;
+    the folder holding an input file (Guru's math file given by its path: an output or a stale output's removal
+    could hit it). A raw folder *inside* the save folder is fine (outputs never touch subfolders).
     """
+    from verl_ext.files import check_output_place
+
     given = Path(save_dir).expanduser()
+    check_output_place(given, "save folder", DataPrepError, follow_links=True, option="--local_save_dir")
     target = given.resolve()
-    for parent in (target, *target.parents):
-        if parent.exists():
-            if not parent.is_dir():
-                raise DataPrepError(f"--local_save_dir {given}: {parent} exists and is not a folder")
-            break
     raw_places = [Path(dataset_path).expanduser().resolve()] if dataset_path is not None else []
     raw_places += [Path(f).resolve() for f in input_files]
     for place in raw_places:

@@ -72,10 +72,12 @@ BAD_FILES = {
     "a list": (lambda path: path.write_text("[1, 2]") and path, "a JSON list, not a bench_gpu results file"),
     "a number": (lambda path: path.write_text("3") and path, "a JSON int, not a bench_gpu results file"),
     "records not objects": (lambda path: path.write_text('{"records": {"a": 1}}') and path, "'records' must map"),
-    "a folder": (lambda path: path.mkdir() or path, "a folder, not a regular file"),
-    "a FIFO": (make_fifo, "a FIFO, not a regular file"),
+    "a folder": (lambda path: path.mkdir() or path, "cannot be the bench_gpu results file: it is a folder"),
+    "a FIFO": (make_fifo, "cannot be the bench_gpu results file: it is a FIFO"),
     "a link": (make_link, "a symbolic link"),
     "in no folder": (lambda path: path.parent / "missing" / "bench_gpu.json", "does not exist or is not a folder"),
+    "below a file": (lambda path: path.parent.joinpath("a_file").write_text("x") and path.parent / "a_file" / "b.json",
+                     "does not exist or is not a folder"),
 }
 
 

@@ -130,7 +130,8 @@ def test_save_dir_that_is_a_file_or_below_a_file(tmp_path, capsys):
     a_file.write_text("x")
     for save_dir in (a_file, a_file / "sub"):
         status, captured = run(save_dir, FIXTURES / "gsm8k", capsys)
-        assert status == 2 and f"error: --local_save_dir {save_dir}: {a_file} exists and is not a folder" in captured.err
+        why = "it is a file" if save_dir == a_file else f"it is below {a_file}, which is a file"
+        assert status == 2 and f"error: --local_save_dir {save_dir} cannot be the save folder: {why}" in captured.err
         assert "rows in" not in captured.out  # refused before converting
     assert a_file.read_text() == "x"
 
@@ -158,7 +159,7 @@ def test_a_folder_where_an_output_goes_is_refused_before_anything_moves(tmp_path
 
 def test_guru_save_dir_over_or_beside_its_input_file_is_refused(tmp_path, capsys, guru_file):
     status = guru.main(["--local_save_dir", str(guru_file), "--local_dataset_path", str(guru_file)])
-    assert status == 2 and "exists and is not a folder" in capsys.readouterr().err
+    assert status == 2 and "cannot be the save folder: it is a file" in capsys.readouterr().err
     named_like_an_output = guru_file.rename(guru_file.with_name("train.parquet"))  # a path, not a folder
     before = snapshot(tmp_path)
     status = guru.main(["--local_save_dir", str(tmp_path), "--local_dataset_path", str(named_like_an_output)])
