@@ -26,6 +26,7 @@ TEST = [
     "verl[cpu]==0.9.1",
     "pytest>=8",
     "pytest-timeout>=2.1",  # pytest.ini's per-test time limit: a hang fails with a traceback instead of stalling CI
+    "pytest-xdist>=3.5",  # run_scripts/test.sh's two test processes (tests/conftest.py: the e2e runs made once)
     "hypothesis>=6.100",
     "wheel>=0.40",  # tests/test_packaging.py builds a real wheel offline (--no-build-isolation)
 ]

@@ -18,6 +18,7 @@ renamed: complete or absent); its output goes to ``OUT/child.log``, whose end a 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import pickle
@@ -46,6 +47,7 @@ NO = ("0", "no", "false", "off", "n", "")
 # waits for it reaches its own limit (tests/conftest.py's E2E_TIMEOUT_SECONDS)
 TIMEOUT_SECONDS = 25 * 60
 RESULTS = "results.pickle"
+FAILURE = "failure.txt"  # why a job gave no results, beside where they would be (read by another process's test)
 
 
 @dataclass
@@ -99,7 +101,7 @@ class BackgroundRuns:
         with self.lock:
             job = self.jobs.get(module_file)
             if job is None:
-                out = self.base_dir / f"{len(self.jobs)}_{module_file.stem}"
+                out = job_folder(self.base_dir, module_file)
                 job = self.jobs[module_file] = Job(module_file, out, peak_gib)
                 if self.closed:
                     job.failure = "the session ended before it started"
@@ -185,7 +187,31 @@ class BackgroundRuns:
         elif returncode != 0 or not (job.out / RESULTS).is_file():
             tail = log_path.read_text(encoding="utf-8", errors="replace")[-6000:]
             job.failure = f"child exited with status {returncode}; log: {log_path}\n...{tail}"
+        if job.failure is not None:  # for a test in another process (an xdist worker): complete or absent
+            partial = job.out / (FAILURE + ".partial")
+            partial.write_text(job.failure, encoding="utf-8")
+            os.replace(partial, job.out / FAILURE)
         job.done.set()
+
+
+def job_folder(base_dir: Path, module_file: Path) -> Path:
+    """Where the runs of ``module_file`` go below ``base_dir``: the same in every process of a session (the xdist
+    controller that runs them, the worker whose test reads them)."""
+    module_file = Path(module_file).resolve()
+    digest = hashlib.sha1(str(module_file).encode()).hexdigest()[:8]
+    return Path(base_dir) / f"{module_file.stem}-{digest}"
+
+
+def wait_for_results(out: Path, poll_seconds: float = 1.0) -> Any:
+    """What a job whose folder is ``out`` returned, waiting until another process (the session's xdist controller)
+    has made it; its failure as a RuntimeError. The e2e test's own time limit bounds the wait."""
+    while True:
+        if (out / RESULTS).is_file():
+            with open(out / RESULTS, "rb") as file:
+                return pickle.load(file)
+        if (out / FAILURE).is_file():
+            raise RuntimeError(f"background runs in {out}: {(out / FAILURE).read_text(encoding='utf-8')}")
+        time.sleep(poll_seconds)
 
 
 def yes_or_no(value: Optional[str], name: str = EXTENDED_ENV) -> bool:

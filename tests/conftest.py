@@ -1,7 +1,9 @@
 """Fixtures shared by every test folder, and the e2e tests' order and background runs (tests/background_runs.py)."""
 
+import json
 import os
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -12,6 +14,8 @@ from tests.background_runs import (
     FUNCTION,
     TIMEOUT_SECONDS,
     BackgroundRuns,
+    job_folder,
+    wait_for_results,
     yes_or_no,
 )
 
@@ -50,6 +54,7 @@ def shared_datasets():
 # --- e2e runs in the background (tests/background_runs.py) ---------------------------------------------
 
 BACKGROUND = pytest.StashKey()
+BASE_DIR = pytest.StashKey()
 EXTENDED_SELECTED = pytest.StashKey()  # whether the session selected tests marked extended (pytest_collection_finish)
 # what a fixture of the other tests keeps running in this process (a local Ray with its actors) and that the e2e
 # tests, last, never use: each is called once, when the first e2e test starts, so that it does not hold a core's
@@ -63,13 +68,22 @@ def release_before_e2e() -> None:
         RELEASE_BEFORE_E2E.pop()()
 
 
-MEMORY_RESERVE_GIB = 5.0  # what pytest's own process (up to ~2.5 GiB) and the system keep beside the background runs
+# what pytest's own processes (up to ~2.5 GiB each: two xdist workers under run_scripts/test.sh) and the system keep
+# beside the background runs
+MEMORY_RESERVE_GIB = 7.0
+
+
+def _base_dir(config) -> Path:
+    """The folder of the session's background runs (made once): the session's numbered temporary folder, as
+    tmp_path_factory gives it (pytest's own attribute)."""
+    if BASE_DIR not in config.stash:
+        config.stash[BASE_DIR] = config._tmp_path_factory.mktemp("background_runs")
+    return config.stash[BASE_DIR]
 
 
 def _background(config) -> BackgroundRuns:
     if BACKGROUND not in config.stash:
-        # the session's numbered temporary folder, as tmp_path_factory gives it (pytest's own attribute)
-        base = config._tmp_path_factory.mktemp("background_runs")
+        base = _base_dir(config)
         # one child while the other tests run (they take the other core; two children beside them starve them, and
         # the suite then ends with them alone on one core), two once they are done, as long as the two modules' peaks
         # fit in this machine's memory beside pytest itself and the system
@@ -95,7 +109,8 @@ E2E_TIMEOUT_SECONDS = TIMEOUT_SECONDS + 10 * 60
 def pytest_configure(config):
     """``VERL_EXT_TESTS_EXTENDED`` in the user's shell: a yes adds the extended tier to a session that would leave it
     out (pytest.ini's ``-m "not extended"``, not a ``-m`` of the user's own); an unknown spelling is refused here,
-    before collection, naming the variable and the spellings allowed (pytest's usage error, exit 4)."""
+    before collection, naming the variable and the spellings allowed (pytest's usage error, exit 4).
+    Under pytest-xdist (``-n N``) the controller runs the background runs (:class:`XdistBackground`)."""
     try:
         wanted = yes_or_no(os.environ.get(EXTENDED_ENV))
     except ValueError as error:
@@ -103,6 +118,55 @@ def pytest_configure(config):
     own_expression = any(arg.startswith("-m") for arg in config.invocation_params.args)  # "-m EXPR" or "-mEXPR"
     if wanted and not own_expression and config.option.markexpr == DEFAULT_MARK_EXPRESSION:
         config.option.markexpr = ""
+    if _xdist_controller(config):
+        config.pluginmanager.register(XdistBackground(config), "verl-ext-xdist-background")
+
+
+# --- pytest-xdist: the controller runs the background runs, the workers' tests read them ---------------------
+
+WORKER_INPUT = "verl_ext_background_runs"  # the background runs' folder, handed to each xdist worker
+SELECTION = "selection.json"  # what a worker selected: the e2e modules with runs, the e2e tests, the extended flag
+
+
+def _xdist_controller(config) -> bool:
+    return getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
+
+
+def _xdist_worker_base(config) -> Optional[Path]:
+    """In an xdist worker: the folder where the controller makes the background runs (None elsewhere)."""
+    worker_input = getattr(config, "workerinput", None)
+    return Path(worker_input[WORKER_INPUT]) if worker_input and WORKER_INPUT in worker_input else None
+
+
+class XdistBackground:
+    """Under pytest-xdist the workers split the tests and the controller, which runs none, makes the background runs:
+    once, however many workers there are. Each worker tells it what it selected (a file, written when its collection
+    ends: every worker selects the same tests); the controller queues those modules' runs as a plain session would,
+    and lets two children run once the first e2e test starts (the e2e tests are last). A worker's e2e test waits for
+    the job's folder (:func:`tests.background_runs.wait_for_results`)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.e2e_tests: set[str] = set()
+
+    def pytest_configure_node(self, node):
+        node.workerinput[WORKER_INPUT] = str(_base_dir(self.config))
+
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        if BACKGROUND in self.config.stash:
+            return  # queued when the first worker finished collecting
+        written = _base_dir(self.config) / SELECTION
+        if not written.is_file():
+            return  # the worker's session runs nothing (--collect-only, a collection error)
+        selection = json.loads(written.read_text(encoding="utf-8"))
+        self.config.stash[EXTENDED_SELECTED] = selection["extended"]
+        self.e2e_tests = set(selection["e2e_tests"])
+        for module in selection["modules"]:
+            _background(self.config).enqueue(Path(module["path"]), peak_gib=module["peak_gib"])
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        if nodeid in self.e2e_tests and BACKGROUND in self.config.stash:
+            self.config.stash[BACKGROUND].widen()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -116,6 +180,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_SECONDS))
 
 
+@pytest.hookimpl(tryfirst=True)  # in an xdist worker, before xdist tells the controller that collection ended
 def pytest_collection_finish(session):
     """Queue the background runs of every selected e2e module that has them (in test order)."""
     option = session.config.option
@@ -130,7 +195,20 @@ def pytest_collection_finish(session):
     session.config.stash[EXTENDED_SELECTED] = any(item.get_closest_marker("extended") for item in session.items)
     # longest first, so that the last runs to finish are short ones, two at a time (BACKGROUND_MINUTES of each module)
     declared = {item.path: item.module for item in session.items if item.path in modules}
-    for path in sorted(modules, key=lambda path: -getattr(declared[path], BACKGROUND_MINUTES, 0)):
+    ordered = sorted(modules, key=lambda path: -getattr(declared[path], BACKGROUND_MINUTES, 0))
+    worker_base = _xdist_worker_base(session.config)
+    if worker_base is not None:  # an xdist worker: the controller queues them (XdistBackground)
+        selection = {
+            "modules": [{"path": str(path), "peak_gib": getattr(declared[path], BACKGROUND_PEAK_GIB, 0.0)}
+                        for path in ordered],
+            "extended": session.config.stash[EXTENDED_SELECTED],
+            "e2e_tests": [item.nodeid for item in session.items if item.get_closest_marker("e2e")],
+        }
+        partial = worker_base / f"{SELECTION}.{os.getpid()}.partial"  # complete or absent: each worker writes it whole
+        partial.write_text(json.dumps(selection), encoding="utf-8")
+        os.replace(partial, worker_base / SELECTION)
+        return
+    for path in ordered:
         _background(session.config).enqueue(path, peak_gib=getattr(declared[path], BACKGROUND_PEAK_GIB, 0.0))
 
 
@@ -143,7 +221,10 @@ def pytest_sessionfinish(session):
 def background_results(request):
     """What this module's ``background_runs(root)`` returned, run in a child process (see above). The first e2e test
     to ask comes after every other test (they are last): from then on two children run at a time."""
-    background = _background(request.config)
     release_before_e2e()
+    worker_base = _xdist_worker_base(request.config)
+    if worker_base is not None:  # the xdist controller makes them
+        return wait_for_results(job_folder(worker_base, request.path))
+    background = _background(request.config)
     background.widen()
     return background.results(request.path)

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tests.background_runs import RESULTS, BackgroundRuns
+from tests.background_runs import RESULTS, BackgroundRuns, job_folder
 
 
 # A module whose children record, without any clock, which other modules' children were running when each started:
@@ -70,7 +70,9 @@ def test_results_come_back_as_returned_one_module_after_the_other(tmp_path, back
     background.enqueue(second)
     a, b = background.results(first), background.results(second)
     assert a["pid"] != os.getpid() and a["pid"] != b["pid"]  # each in its own child
-    assert a["root"].is_dir() and a["root"].parent.name == "0_first" and b["root"].parent.name == "1_second"
+    # each module's folder is named for its file, the same in every process (an xdist worker reads it by that name)
+    assert a["root"].is_dir() and a["root"].parent == job_folder(background.base_dir, first)
+    assert b["root"].parent == job_folder(background.base_dir, second) and a["root"].parent.name.startswith("first-")
     assert a["others"] == b["others"] == [] and order(tmp_path) == ["first", "second"]  # one at a time, in queue order
 
 

@@ -140,3 +140,44 @@ def test_an_unknown_spelling_in_the_shell_is_a_usage_error_before_collection(tmp
     assert result.returncode == 4, result.stdout + result.stderr  # pytest's usage error
     assert f"{EXTENDED_ENV}='sure': not a yes or a no" in result.stderr
     assert "Traceback" not in result.stderr and "passed" not in result.stdout
+
+
+# --- pytest-xdist: the controller makes each module's runs once, every worker's tests read them ---------------------
+
+XDIST_E2E_MODULE = f"""
+    import os
+
+    import pytest
+
+    pytestmark = pytest.mark.e2e
+
+    def background_runs(root):
+        with open(os.environ["RUNS_LOG"], "a") as log:  # one line per time a module's runs are made
+            log.write(os.path.basename(__file__) + "\\n")
+        if "failing" in __file__:
+            raise RuntimeError("this module's runs fail")
+        return {{"made_by": os.getpid(), "extended": os.environ["{EXTENDED_ENV}"]}}
+
+    @pytest.fixture(scope="module")
+    def runs(background_results):
+        return background_results
+
+    @pytest.mark.parametrize("case", range(4))
+    def test_reads_the_runs(runs, case):
+        assert runs["made_by"] != os.getpid() and runs["extended"] == "0"
+"""
+
+
+def test_under_xdist_the_controller_makes_each_modules_runs_once_and_a_failure_reaches_its_tests(tmp_path):
+    pytest.importorskip("xdist")
+    runs_log = tmp_path / "runs.log"
+    files = {"test_fake_e2e_one.py": XDIST_E2E_MODULE, "test_fake_e2e_two.py": XDIST_E2E_MODULE,
+             "test_fake_e2e_failing.py": XDIST_E2E_MODULE,
+             "test_unit.py": "import pytest\n\n@pytest.mark.parametrize('n', range(20))\ndef test_unit(n):\n    pass\n"}
+    result = session(tmp_path, files, "-n", "2", "--dist", "loadfile", env={"RUNS_LOG": str(runs_log)})
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "4 errors" in output and "28 passed" in output, output  # the failing module's 4 tests, the other 28
+    assert "this module's runs fail" in output, output  # the end of the child's log, in the test's error
+    assert sorted(runs_log.read_text().split()) == ["test_fake_e2e_failing.py", "test_fake_e2e_one.py",
+                                                    "test_fake_e2e_two.py"]
