@@ -120,8 +120,7 @@ class BackgroundRuns:
         job.done.wait()
         if job.failure is not None:
             raise RuntimeError(f"background runs of {job.module_file.name}: {job.failure}")
-        with open(job.out / RESULTS, "rb") as file:
-            return pickle.load(file)
+        return read_results(job.out)
 
     def close(self) -> None:
         """Stop the queue; a child still running is terminated with its process group (its Ray cluster)."""
@@ -202,13 +201,18 @@ def job_folder(base_dir: Path, module_file: Path) -> Path:
     return Path(base_dir) / f"{module_file.stem}-{digest}"
 
 
+def read_results(out: Path) -> Any:
+    """What a finished job whose folder is ``out`` returned (its child wrote it whole or not at all)."""
+    with open(out / RESULTS, "rb") as file:
+        return pickle.load(file)
+
+
 def wait_for_results(out: Path, poll_seconds: float = 1.0) -> Any:
     """What a job whose folder is ``out`` returned, waiting until another process (the session's xdist controller)
     has made it; its failure as a RuntimeError. The e2e test's own time limit bounds the wait."""
     while True:
         if (out / RESULTS).is_file():
-            with open(out / RESULTS, "rb") as file:
-                return pickle.load(file)
+            return read_results(out)
         if (out / FAILURE).is_file():
             raise RuntimeError(f"background runs in {out}: {(out / FAILURE).read_text(encoding='utf-8')}")
         time.sleep(poll_seconds)
