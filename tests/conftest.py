@@ -7,6 +7,7 @@ from typing import Optional
 
 import pytest
 
+from tests.file_scheduling import file_of
 from tests.background_runs import (
     BACKGROUND_MINUTES,
     BACKGROUND_PEAK_GIB,
@@ -125,7 +126,8 @@ def pytest_configure(config):
 # --- pytest-xdist: the controller runs the background runs, the workers' tests read them ---------------------
 
 WORKER_INPUT = "verl_ext_background_runs"  # the background runs' folder, handed to each xdist worker
-SELECTION = "selection.json"  # what a worker selected: the e2e modules with runs, the e2e tests, the extended flag
+SELECTION = "selection.json"  # what a worker selected: the e2e modules with runs, the e2e tests, the extended flag,
+# and the files in an xdist_group
 
 
 def _xdist_controller(config) -> bool:
@@ -148,9 +150,17 @@ class XdistBackground:
     def __init__(self, config):
         self.config = config
         self.e2e_tests: set[str] = set()
+        self.file_groups: dict[str, str] = {}  # a test file -> its xdist_group (the workers' selection)
 
     def pytest_configure_node(self, node):
         node.workerinput[WORKER_INPUT] = str(_base_dir(self.config))
+
+    def pytest_xdist_make_scheduler(self, config, log):
+        if config.getvalue("dist") == "loadfile":
+            from tests.file_scheduling import FileScheduling
+
+            return FileScheduling(config, log, self.file_groups)
+        return None  # xdist's own
 
     def pytest_xdist_node_collection_finished(self, node, ids):
         if BACKGROUND in self.config.stash:
@@ -161,6 +171,7 @@ class XdistBackground:
         selection = json.loads(written.read_text(encoding="utf-8"))
         self.config.stash[EXTENDED_SELECTED] = selection["extended"]
         self.e2e_tests = set(selection["e2e_tests"])
+        self.file_groups.update(selection["file_groups"])  # before xdist schedules: it waits for every collection
         for module in selection["modules"]:
             _background(self.config).enqueue(Path(module["path"]), peak_gib=module["peak_gib"])
 
@@ -203,6 +214,8 @@ def pytest_collection_finish(session):
                         for path in ordered],
             "extended": session.config.stash[EXTENDED_SELECTED],
             "e2e_tests": [item.nodeid for item in session.items if item.get_closest_marker("e2e")],
+            "file_groups": {file_of(item.nodeid): marker.args[0] for item in session.items
+                            if (marker := item.get_closest_marker("xdist_group")) is not None},
         }
         partial = worker_base / f"{SELECTION}.{os.getpid()}.partial"  # complete or absent: each worker writes it whole
         partial.write_text(json.dumps(selection), encoding="utf-8")

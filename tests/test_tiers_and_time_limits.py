@@ -181,3 +181,36 @@ def test_under_xdist_the_controller_makes_each_modules_runs_once_and_a_failure_r
     assert "this module's runs fail" in output, output  # the end of the child's log, in the test's error
     assert sorted(runs_log.read_text().split()) == ["test_fake_e2e_failing.py", "test_fake_e2e_one.py",
                                                     "test_fake_e2e_two.py"]
+
+
+GROUPED_MODULE = """
+    import os
+
+    import pytest
+
+    pytestmark = pytest.mark.xdist_group("shared")
+
+    @pytest.mark.parametrize("n", range(3))
+    def test_where(n):
+        with open(os.environ["WHERE_LOG"], "a") as log:
+            log.write(os.path.basename(__file__) + " " + os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+"""
+
+
+def test_under_xdist_the_files_of_one_xdist_group_run_in_one_process(tmp_path):
+    """tests/file_scheduling.py: files with a test in one xdist_group are one unit of work (plain loadfile would
+    hand the first two to the two processes at once); the other files stay units of their own."""
+    pytest.importorskip("xdist")
+    where_log = tmp_path / "where.log"
+    files = {f"test_grouped_{name}.py": GROUPED_MODULE for name in "abc"}
+    files.update({f"test_free_{n}.py": GROUPED_MODULE.replace('pytestmark = pytest.mark.xdist_group("shared")', "")
+                  for n in range(4)})
+    result = session(tmp_path, files, "-n", "2", "--dist", "loadfile", env={"WHERE_LOG": str(where_log)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    workers: dict[str, set[str]] = {}
+    for line in where_log.read_text().splitlines():
+        file, worker = line.split()
+        workers.setdefault(file, set()).add(worker)
+    assert len(workers) == 7 and all(len(used) == 1 for used in workers.values()), workers
+    assert len({worker for file, used in workers.items() if "grouped" in file for worker in used}) == 1, workers
+    assert len({worker for used in workers.values() for worker in used}) == 2, workers  # both processes had work

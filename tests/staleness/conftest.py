@@ -4,6 +4,17 @@ import pytest
 from omegaconf import OmegaConf
 
 
+TRANSFER_QUEUE_GROUP = "transfer_queue"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that use :func:`transfer_queue` run in one test process, their files one after another, under
+    run_scripts/test.sh's two (tests/file_scheduling.py): one local Ray with its actors at a time, started once."""
+    for item in items:
+        if "transfer_queue" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(TRANSFER_QUEUE_GROUP))
+
+
 @pytest.fixture(scope="package")
 def transfer_queue():
     """verl's TransferQueue on a local Ray, started once for this folder and stopped after its last test -- or

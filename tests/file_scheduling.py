@@ -1,0 +1,28 @@
+"""How pytest-xdist hands test files to the two test processes of run_scripts/test.sh (``-n 2 --dist loadfile``).
+
+xdist's ``loadfile`` makes each test file one unit of work: its tests run in order in one process, and an idle process
+takes the next file. :class:`FileScheduling` is that, except that the files with a test marked
+``pytest.mark.xdist_group(name)`` are one unit together: they run one after another in one process, never beside each
+other. tests/staleness/conftest.py marks the tests that start a local Ray with verl's TransferQueue that way: two of
+them starting at once beside a background run's start-up took over two minutes on two cores.
+"""
+
+from xdist.scheduler import LoadScopeScheduling
+
+
+def file_of(nodeid: str) -> str:
+    """The test file of a pytest node id (``tests/a/test_b.py::test_c[1]`` -> ``tests/a/test_b.py``)."""
+    return nodeid.split("::", 1)[0]
+
+
+class FileScheduling(LoadScopeScheduling):
+    """``--dist loadfile`` with ``xdist_group`` honoured (module docstring). ``file_groups``: a test file -> its group,
+    filled from the workers' collection before xdist schedules (tests/conftest.py's XdistBackground)."""
+
+    def __init__(self, config, log, file_groups: dict[str, str]):
+        super().__init__(config, log)
+        self.file_groups = file_groups
+
+    def _split_scope(self, nodeid: str) -> str:
+        file = file_of(nodeid)
+        return self.file_groups.get(file, file)
