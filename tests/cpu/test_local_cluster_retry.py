@@ -79,3 +79,65 @@ def test_any_other_failure_is_raised_at_once_without_a_second_start(stand_in_nod
     assert not raised.value.overloaded
     assert attempts.read_text().splitlines() == ["worker"]
     assert not cluster_processes(cluster.marker)
+
+
+# --- the one-node Ray of an in-process session (verl_ext.cpu.ray_session.start_ray) ------------------------------
+# ``ray.init`` is the collaborator replaced: a stand-in that starts a process of its own (as Ray's GCS and raylet are
+# children of the process that calls ray.init) and then raises Ray's text, or returns.
+
+
+@pytest.fixture
+def stand_in_ray_init(monkeypatch):
+    """ray.init fails the first ``failures`` calls with ``message``; returns (calls made, the processes it left)."""
+    import subprocess
+
+    import ray
+
+    calls, left = [], []
+    shutdowns = []
+    settings = {"failures": 0, "message": ""}
+
+    def init(**kwargs):
+        calls.append(kwargs)
+        if len(calls) <= settings["failures"]:
+            left.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]))
+            raise Exception(settings["message"])  # what ray._private.node.Node raises: a plain Exception
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: shutdowns.append(True))
+
+    def fail(times: int, message: str) -> None:
+        settings.update(failures=times, message=message)
+
+    return calls, left, shutdowns, fail
+
+
+def test_a_one_node_ray_at_the_start_up_limit_is_started_again_and_the_failed_starts_processes_stopped(
+        stand_in_ray_init, capsys):
+    from verl_ext.cpu.ray_session import start_ray
+
+    calls, left, shutdowns, fail = stand_in_ray_init
+    fail(1, RAY_NODE_START_TIMEOUT_TEXT + ". This could happen because some of the raylet failed to startup.")
+    start_ray({"num_cpus": 2})
+    assert calls == [{"num_cpus": 2}, {"num_cpus": 2}] and shutdowns == [True]
+    assert len(left) == 1
+    left[0].wait(timeout=10)  # the failed start's process was stopped: it would sleep for two minutes
+    assert "starting it again (2 of 2)" in capsys.readouterr().err
+
+
+def test_a_one_node_ray_failing_twice_at_the_limit_or_otherwise_once_is_raised(stand_in_ray_init):
+    from verl_ext.cpu.ray_session import start_ray
+
+    calls, left, shutdowns, fail = stand_in_ray_init
+    fail(2, RAY_NODE_START_TIMEOUT_TEXT + ".")
+    with pytest.raises(Exception, match=RAY_NODE_START_TIMEOUT_TEXT):
+        start_ray({})
+    assert len(calls) == 2
+    calls.clear()
+    fail(1, "ValueError: num_cpus must be a number")
+    with pytest.raises(Exception, match="num_cpus must be a number"):
+        start_ray({})
+    assert len(calls) == 1
+    for process in left:
+        process.kill()
+        process.wait()

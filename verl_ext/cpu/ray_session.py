@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -49,6 +50,35 @@ def ray_init_kwargs(config) -> dict[str, Any]:
         OmegaConf.merge(default_runtime_env, ray_init.get("runtime_env", {}) or {}), resolve=True
     )
     return {**ray_init, "runtime_env": runtime_env}
+
+
+def start_ray(kwargs: dict[str, Any]) -> None:
+    """``ray.init(**kwargs)`` for a new one-node Ray in this process. A node that stops at Ray's own 30-second
+    registration limit (an overloaded machine: :data:`~verl_ext.cpu.local_cluster.RAY_NODE_START_TIMEOUT_TEXT`) is
+    started again from nothing, saying so, up to :data:`~verl_ext.cpu.local_cluster.START_ATTEMPTS` times in all:
+    what the failed start left (its GCS, raylet and agents, children of this process) is stopped first. Any other
+    failure is raised as it is."""
+    import psutil
+    import ray
+
+    from verl_ext.cpu.local_cluster import RAY_NODE_START_TIMEOUT_TEXT, START_ATTEMPTS
+
+    for attempt in range(1, START_ATTEMPTS + 1):
+        before = {child.pid for child in psutil.Process().children(recursive=True)}
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as error:  # noqa: BLE001 -- Ray raises a plain Exception for its start-up limit
+            if RAY_NODE_START_TIMEOUT_TEXT not in str(error) or attempt == START_ATTEMPTS:
+                raise
+        left = [child for child in psutil.Process().children(recursive=True) if child.pid not in before]
+        for child in left:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
+        psutil.wait_procs(left, timeout=10)
+        ray.shutdown()  # whatever of the failed start ray.init recorded in this process
+        print(f"[verl-ext] Ray: the node hit Ray's 30-second start-up limit (the machine is overloaded); starting it "
+              f"again ({attempt + 1} of {START_ATTEMPTS})", file=sys.stderr, flush=True)
 
 
 class CPURaySession:
@@ -121,7 +151,7 @@ class CPURaySession:
             kwargs = ray_init_kwargs(config)
             # each run's metrics go to their own file (VERL_FILE_LOGGER_ROOT above), not one for the whole session
             kwargs["runtime_env"].get("env_vars", {}).pop(LOGGER_PATH_VARIABLE, None)
-            ray.init(**kwargs)
+            start_ray(kwargs)
         except BaseException:
             self._stop_cluster()
             self._platform.close()
