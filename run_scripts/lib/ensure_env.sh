@@ -22,7 +22,7 @@ _verl_ext_stamp="$_verl_ext_venv/.verl-ext-install-stamp"
 _verl_ext_wanted="$(sha256sum "$_verl_ext_repo/setup.py" | cut -d' ' -f1) $_verl_ext_repo"
 if [ "$(cat "$_verl_ext_stamp" 2>/dev/null)" != "$_verl_ext_wanted" ]; then
   echo "[verl-ext] installing verl-ext with its CPU extras (verl[cpu]==0.9.1, torch, ...): about a minute the first time"
-  if ! { python -m pip install --quiet "uv>=0.5" && python -m uv pip install --quiet --python "$_verl_ext_venv/bin/python" -e "$_verl_ext_repo[test]"; }; then
+  if ! { python -m pip install --quiet "uv>=0.5" && python -m uv pip install --quiet --compile-bytecode --python "$_verl_ext_venv/bin/python" -e "$_verl_ext_repo[test]"; }; then
     echo "[verl-ext] uv could not install it; installing with pip instead" >&2
     python -m pip install --upgrade --quiet pip || return 1
     python -m pip install --progress-bar off -e "$_verl_ext_repo[test]" || { echo "[verl-ext] pip install failed" >&2; return 1; }

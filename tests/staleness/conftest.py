@@ -25,9 +25,11 @@ def transfer_queue():
 
     from tests.conftest import RELEASE_BEFORE_E2E
 
+    from verl_ext.cpu.ray_session import start_ray
+
     started_ray = not ray.is_initialized()
-    if started_ray:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if started_ray:  # started again once if it hits Ray's 30-second start-up limit (a loaded machine)
+        start_ray(dict(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False))
     tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
     stopped = []
 
