@@ -5,6 +5,9 @@ from omegaconf import OmegaConf
 
 
 TRANSFER_QUEUE_GROUP = "transfer_queue"
+# the time limit of a test using it: the first one's includes the start (12 s alone; over 120 s on two cores beside a
+# background run's start-up and the other test process, seen in a clean-clone session)
+TRANSFER_QUEUE_TIMEOUT_SECONDS = 300
 
 
 def pytest_collection_modifyitems(config, items):
@@ -13,6 +16,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "transfer_queue" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group(TRANSFER_QUEUE_GROUP))
+            if not item.get_closest_marker("timeout"):  # the first one's limit includes the fixture's start
+                item.add_marker(pytest.mark.timeout(TRANSFER_QUEUE_TIMEOUT_SECONDS))
 
 
 @pytest.fixture(scope="package")
