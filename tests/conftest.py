@@ -151,6 +151,7 @@ class XdistBackground:
         self.config = config
         self.e2e_tests: set[str] = set()
         self.file_groups: dict[str, str] = {}  # a test file -> its xdist_group (the workers' selection)
+        self.e2e_files: set[str] = set()  # handed out last (tests/file_scheduling.py)
 
     def pytest_configure_node(self, node):
         node.workerinput[WORKER_INPUT] = str(_base_dir(self.config))
@@ -159,7 +160,7 @@ class XdistBackground:
         if config.getvalue("dist") == "loadfile":
             from tests.file_scheduling import FileScheduling
 
-            return FileScheduling(config, log, self.file_groups)
+            return FileScheduling(config, log, self.file_groups, self.e2e_files)
         return None  # xdist's own
 
     def pytest_xdist_node_collection_finished(self, node, ids):
@@ -172,6 +173,7 @@ class XdistBackground:
         self.config.stash[EXTENDED_SELECTED] = selection["extended"]
         self.e2e_tests = set(selection["e2e_tests"])
         self.file_groups.update(selection["file_groups"])  # before xdist schedules: it waits for every collection
+        self.e2e_files.update(file_of(nodeid) for nodeid in self.e2e_tests)
         for module in selection["modules"]:
             _background(self.config).enqueue(Path(module["path"]), peak_gib=module["peak_gib"])
 

@@ -199,18 +199,28 @@ GROUPED_MODULE = """
 
 def test_under_xdist_the_files_of_one_xdist_group_run_in_one_process(tmp_path):
     """tests/file_scheduling.py: files with a test in one xdist_group are one unit of work (plain loadfile would
-    hand the first two to the two processes at once); the other files stay units of their own."""
+    hand the first two to the two processes at once); the other files stay units of their own; e2e files come last."""
     pytest.importorskip("xdist")
     where_log = tmp_path / "where.log"
     files = {f"test_grouped_{name}.py": GROUPED_MODULE for name in "abc"}
     files.update({f"test_free_{n}.py": GROUPED_MODULE.replace('pytestmark = pytest.mark.xdist_group("shared")', "")
                   for n in range(4)})
+    # an e2e file larger than every other: xdist's own order (largest first) would hand it out first
+    files["test_fake_e2e.py"] = GROUPED_MODULE.replace('pytest.mark.xdist_group("shared")', "pytest.mark.e2e").replace(
+        "range(3)", "range(12)")
     result = session(tmp_path, files, "-n", "2", "--dist", "loadfile", env={"WHERE_LOG": str(where_log)})
     assert result.returncode == 0, result.stdout + result.stderr
     workers: dict[str, set[str]] = {}
     for line in where_log.read_text().splitlines():
         file, worker = line.split()
         workers.setdefault(file, set()).add(worker)
+    lines = [line.split() for line in where_log.read_text().splitlines()]
+    assert len(lines) == 7 * 3 + 12, lines  # every test once
+    assert len(workers["test_fake_e2e.py"]) == 1, workers  # one file, one process
+    in_its_process = [file for file, worker in lines if worker in workers["test_fake_e2e.py"]]
+    first = in_its_process.index("test_fake_e2e.py")
+    assert first > 0 and set(in_its_process[first:]) == {"test_fake_e2e.py"}, lines  # after that process's others
+    del workers["test_fake_e2e.py"]
     assert len(workers) == 7 and all(len(used) == 1 for used in workers.values()), workers
     assert len({worker for file, used in workers.items() if "grouped" in file for worker in used}) == 1, workers
     assert len({worker for used in workers.values() for worker in used}) == 2, workers  # both processes had work
