@@ -7,7 +7,7 @@ from typing import Optional
 
 import pytest
 
-from tests.file_scheduling import file_of
+from tests.file_scheduling import file_of, group_of
 from tests.background_runs import (
     BACKGROUND_MINUTES,
     BACKGROUND_PEAK_GIB,
@@ -216,8 +216,8 @@ def pytest_collection_finish(session):
                         for path in ordered],
             "extended": session.config.stash[EXTENDED_SELECTED],
             "e2e_tests": [item.nodeid for item in session.items if item.get_closest_marker("e2e")],
-            "file_groups": {file_of(item.nodeid): marker.args[0] for item in session.items
-                            if (marker := item.get_closest_marker("xdist_group")) is not None},
+            "file_groups": {file_of(item.nodeid): group_of(item) for item in session.items
+                            if group_of(item) is not None},
         }
         partial = worker_base / f"{SELECTION}.{os.getpid()}.partial"  # complete or absent: each worker writes it whole
         partial.write_text(json.dumps(selection), encoding="utf-8")

@@ -11,7 +11,18 @@ that the e2e files come after every other file: their tests wait for the backgro
 process waiting on one takes no other file meanwhile.
 """
 
+from typing import Optional
+
 from xdist.scheduler import LoadScopeScheduling
+
+
+def group_of(item) -> Optional[str]:
+    """The ``xdist_group`` a test is marked with, read as xdist reads it (``xdist_group("g")``,
+    ``xdist_group(name="g")``, or a bare ``xdist_group``: "default"); None when it has none."""
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        return None
+    return str(marker.args[0]) if marker.args else str(marker.kwargs.get("name", "default"))
 
 
 def file_of(nodeid: str) -> str:

@@ -202,7 +202,8 @@ def test_under_xdist_the_files_of_one_xdist_group_run_in_one_process(tmp_path):
     hand the first two to the two processes at once); the other files stay units of their own; e2e files come last."""
     pytest.importorskip("xdist")
     where_log = tmp_path / "where.log"
-    files = {f"test_grouped_{name}.py": GROUPED_MODULE for name in "abc"}
+    files = {f"test_grouped_{name}.py": GROUPED_MODULE for name in "ab"}
+    files["test_grouped_c.py"] = GROUPED_MODULE.replace('xdist_group("shared")', 'xdist_group(name="shared")')
     files.update({f"test_free_{n}.py": GROUPED_MODULE.replace('pytestmark = pytest.mark.xdist_group("shared")', "")
                   for n in range(4)})
     # an e2e file larger than every other: xdist's own order (largest first) would hand it out first
