@@ -142,6 +142,35 @@ def test_handing_a_batch_over_is_waiting_not_hidden_generation():
     assert timing.generation_hidden == pytest.approx(0.0, abs=0.02)
 
 
+def test_without_overlap_preparing_the_next_batch_is_waiting_too():
+    """Without overlap the trainer hands over the batches of one version one by one, then waits for all of
+    them: the engine generates the first while the trainer prepares the second, and none of it is hidden
+    (exactly zero, whatever the machine's load makes the preparation cost)."""
+    engine = SimulatedEngine()
+    tracker = make_tracker(engine)
+    with tracker.waiting():
+        for step in range(3):
+            engine.sleep(0.7)  # reading the next prompts, putting them into TransferQueue
+            with tracker.dispatching(0, {step: [f"s{step}"]}):
+                engine.finish_at[f"s{step}"] = engine.now + 1.0
+                engine.sleep(0.2)
+        tracker.wait_for_all()
+    timing = tracker.timing(0.0, engine.now)
+    assert timing.engine_busy == pytest.approx(2.8, abs=0.02)
+    assert timing.wait_for_generation == pytest.approx(engine.now)
+    assert timing.generation_hidden == pytest.approx(0.0, abs=1e-9)
+    # the same hand-overs outside the block: the preparations overlap generation and count as hidden
+    engine = SimulatedEngine()
+    tracker = make_tracker(engine)
+    for step in range(3):
+        engine.sleep(0.7)
+        with tracker.dispatching(0, {step: [f"s{step}"]}):
+            engine.finish_at[f"s{step}"] = engine.now + 1.0
+            engine.sleep(0.2)
+    tracker.wait_for_all()
+    assert tracker.timing(0.0, engine.now).generation_hidden == pytest.approx(1.4, abs=0.02)
+
+
 def test_an_open_generation_counts_up_to_the_end_of_the_window():
     busy = [Interval(1.0)]
     timing = window_timing(busy, [], 0.0, 3.0)

@@ -58,10 +58,11 @@ def test_overlap_keeps_the_exact_schedule_and_hides_generation(transfer_queue, d
     assert len(overlapped.agent_loop.generated) == STEPS * TRAIN_BATCH_SIZE
     assert overlapped.rollout.weights is not None  # resident: never slept
 
-    # time: without overlap the trainer waits for every generation and hides none; with overlap the
-    # batches of version 2 (steps 3-5) are generated while step 2 trains
+    # time: without overlap the trainer waits for every generation and hides none (exactly: it does nothing
+    # else meanwhile, whatever the load); with overlap the batches of version 2 (steps 3-5) are generated
+    # while step 2 trains
     hidden = lambda result: result.logged("staleness/generation_hidden_s")  # noqa: E731
-    assert all(value < 0.05 for value in hidden(plain).values())
+    assert all(value == pytest.approx(0.0, abs=1e-9) for value in hidden(plain).values()), hidden(plain)
     assert sum(plain.logged("staleness/wait_for_generation_s").values()) > 0.5
     assert hidden(overlapped)[2] > 0.1
     assert sum(hidden(overlapped).values()) > 0.3

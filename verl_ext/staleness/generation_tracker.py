@@ -145,17 +145,23 @@ class GenerationTracker:
             self.busy.append(generation.busy)
 
     @contextmanager
-    def dispatching(self, version: int, uids_by_step: dict[int, Iterable[str]]) -> Iterator[None]:
-        """Around the hand-over of a batch to the agent loop: the batch counts as submitted (the engine is
-        busy from here on), and the trainer, blocked in the call, counts as waiting for generation."""
-        self.submitted(version, uids_by_step)
+    def waiting(self, kind: str = WAIT_FOR_GENERATION) -> Iterator[None]:
+        """The trainer does nothing but wait for the engine inside this block (``kind``: why)."""
         interval = Interval(self.clock())
         with self._lock:
-            self.waits.append((WAIT_FOR_GENERATION, interval))
+            self.waits.append((kind, interval))
         try:
             yield
         finally:
             interval.end = self.clock()
+
+    @contextmanager
+    def dispatching(self, version: int, uids_by_step: dict[int, Iterable[str]]) -> Iterator[None]:
+        """Around the hand-over of a batch to the agent loop: the batch counts as submitted (the engine is
+        busy from here on), and the trainer, blocked in the call, counts as waiting for generation."""
+        self.submitted(version, uids_by_step)
+        with self.waiting():
+            yield
 
     @property
     def in_flight(self) -> bool:

@@ -447,6 +447,19 @@ class DelayedSyncTrainer(PPOTrainer):
                 f"delayed_sync: asked to generate with version {version} while the rollout engine holds "
                 f"{'no weights (asleep)' if self._rollout_version is None else self._rollout_version}"
             )
+        if self.delayed_sync.overlap_at(steps[0]):  # a phased run may switch it at a phase's start
+            self._submit(steps, version)
+            logger.info(f"delayed_sync: version {version} is generating the batches of steps {steps} in the background")
+            return
+        # the trainer does nothing else until they are generated: preparing the next batch's prompts while the
+        # engine generates the previous one is part of the wait, not generation hidden behind training
+        with self.generations.waiting():
+            self._submit(steps, version)
+            self.generations.wait_for_all()
+        logger.info(f"delayed_sync: version {version} generated the batches of steps {steps}")
+
+    def _submit(self, steps: list[int], version: int) -> None:
+        """Hand the batches of ``steps`` to the agent loop, each tagged with its step and generating version."""
         for step in steps:
             batch = self._next_train_batch()
             tu.assign_non_tensor_data(batch, "global_steps", step + 1)
@@ -464,11 +477,6 @@ class DelayedSyncTrainer(PPOTrainer):
             tq.kv_batch_put(keys=step_uids, partition_id=TRAIN_PARTITION, tags=tags)
             with self.generations.dispatching(version, {step: step_uids}):
                 self.agent_loop_manager.generate_sequences(batch)
-        if self.delayed_sync.overlap_at(steps[0]):  # a phased run may switch it at a phase's start
-            logger.info(f"delayed_sync: version {version} is generating the batches of steps {steps} in the background")
-            return
-        self.generations.wait_for_all()
-        logger.info(f"delayed_sync: version {version} generated the batches of steps {steps}")
 
     def _finished_groups(self, uids: set[str]) -> set[str]:
         """The prompt groups of ``uids`` whose generation is over: terminal status, or already gone from
