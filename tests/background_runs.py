@@ -37,10 +37,14 @@ BACKGROUND_MINUTES = "BACKGROUND_MINUTES"  # a module's measured duration: longe
 BACKGROUND_PEAK_GIB = "BACKGROUND_PEAK_GIB"  # the memory a module's runs take at their peak (measured)
 # In a user's shell: yes (1, yes, true, on) runs the extended tier too, in the same session as the tests selected
 # (tests/conftest.py); no (0, no, false, off, or unset) changes nothing; anything else is refused before collection.
-# In a child's environment it is always the session's decision, "1" or "0": "1" when the session selected tests marked
-# ``extended`` (pytest.ini), and a module's background_runs then also makes the runs only those tests read; a default
-# session never pays for them, whatever the user's shell says.
+# In a child's environment it is always the session's decision, "1" or "0": "1" when the session selected tests of the
+# child's module marked ``extended`` (pytest.ini), and its background_runs then also makes the runs only those tests
+# read; a default session never pays for them, whatever the user's shell says.
 EXTENDED_ENV = "VERL_EXT_TESTS_EXTENDED"
+# In a child's environment only, "1" or "0": whether the session selected tests of the child's module outside the
+# extended tier; "0" (``pytest -m extended``) lets background_runs skip the runs only those tests read. Unset (a child
+# started by hand): yes.
+DEFAULT_TIER_ENV = "VERL_EXT_TESTS_DEFAULT_TIER"
 YES = ("1", "yes", "true", "on", "y")
 NO = ("0", "no", "false", "off", "n", "")
 # a module's runs take 2-8 minutes on two cores; this only stops a hung child (with its log), before the e2e test that
@@ -55,6 +59,7 @@ class Job:
     module_file: Path
     out: Path
     peak_gib: float = 0.0  # the memory its runs take at their peak (the module's BACKGROUND_PEAK_GIB)
+    environment: dict[str, str] = field(default_factory=dict)  # the child's, over the session's (tier_environment)
     started: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     process: Optional[subprocess.Popen] = None
@@ -94,15 +99,17 @@ class BackgroundRuns:
             self.threads.append(thread)
         thread.start()
 
-    def enqueue(self, module_file: Path, first: bool = False, peak_gib: float = 0.0) -> Job:
+    def enqueue(self, module_file: Path, first: bool = False, peak_gib: float = 0.0,
+                environment: Optional[dict[str, str]] = None) -> Job:
         """Queue ``module_file``'s runs (once); ``first``: ahead of the others (a test is waiting for them);
-        ``peak_gib``: the memory they take at their peak."""
+        ``peak_gib``: the memory they take at their peak; ``environment``: its child's, over the session's (which
+        tiers of the module the session selected: :func:`tier_environment`)."""
         module_file = Path(module_file).resolve()
         with self.lock:
             job = self.jobs.get(module_file)
             if job is None:
                 out = job_folder(self.base_dir, module_file)
-                job = self.jobs[module_file] = Job(module_file, out, peak_gib)
+                job = self.jobs[module_file] = Job(module_file, out, peak_gib, environment=dict(environment or {}))
                 if self.closed:
                     job.failure = "the session ended before it started"
                     job.done.set()
@@ -172,7 +179,7 @@ class BackgroundRuns:
                     return
                 job.process = subprocess.Popen(
                     [sys.executable, "-m", "tests.background_runs", str(job.module_file), str(job.out)],
-                    cwd=REPO, env=self.environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    cwd=REPO, env={**self.environment, **job.environment}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 )
             job.started.set()
             try:
@@ -232,10 +239,23 @@ def yes_or_no(value: Optional[str], name: str = EXTENDED_ENV) -> bool:
                      f"or {', '.join(repr(word) if not word else word for word in NO)} (no), or leave it unset")
 
 
+def tier_environment(default: bool, extended: bool) -> dict[str, str]:
+    """What a module's child is told: whether the session selected its tests outside the extended tier (``default``)
+    and in it (``extended``)."""
+    return {DEFAULT_TIER_ENV: "1" if default else "0", EXTENDED_ENV: "1" if extended else "0"}
+
+
 def extended_runs_wanted() -> bool:
-    """In a child: whether the session selected ``extended`` tests, whose runs background_runs makes only then (the
-    session writes "1" or "0"; a child started by hand reads the user's spelling, an unknown one refused)."""
+    """In a child: whether the session selected the module's ``extended`` tests, whose runs background_runs makes
+    only then (the session writes "1" or "0"; a child started by hand reads the user's spelling, an unknown one
+    refused)."""
     return yes_or_no(os.environ.get(EXTENDED_ENV))
+
+
+def default_runs_wanted() -> bool:
+    """In a child: whether the session selected the module's tests outside the extended tier; ``pytest -m extended``
+    says no, and background_runs then skips the runs only they read (unset, a child started by hand: yes)."""
+    return yes_or_no(os.environ.get(DEFAULT_TIER_ENV, "1"), DEFAULT_TIER_ENV)
 
 
 def print_costs(results) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.background_runs import EXTENDED_ENV, NO, YES, yes_or_no
+from tests.background_runs import DEFAULT_TIER_ENV, EXTENDED_ENV, NO, YES, yes_or_no
 from tests.conftest import E2E_TIMEOUT_SECONDS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,7 +86,7 @@ E2E_MODULE = f"""
     pytestmark = pytest.mark.e2e
 
     def background_runs(root):
-        return {{"extended": os.environ["{EXTENDED_ENV}"]}}
+        return {{"extended": os.environ["{EXTENDED_ENV}"], "default": os.environ["{DEFAULT_TIER_ENV}"]}}
 
     @pytest.fixture(scope="module")
     def runs(background_results):
@@ -97,7 +97,11 @@ E2E_MODULE = f"""
 
     @pytest.mark.extended
     def test_extended(runs):
-        print("extended child saw", runs["extended"])
+        saw = f"extended child saw {{runs['extended']}} default tier {{runs['default']}}"
+        print(saw)
+        if "SAW_LOG" in os.environ:  # an xdist worker's output is not shown
+            with open(os.environ["SAW_LOG"], "a") as log:
+                log.write(saw + "\\n")
 """
 
 
@@ -124,7 +128,19 @@ def test_an_unknown_spelling_is_refused_naming_the_variable_and_the_spellings(va
 def test_a_yes_in_the_shell_selects_the_extended_tier_and_its_runs(tmp_path):
     result = session(tmp_path, {"test_fake_e2e.py": E2E_MODULE}, "-s", env={EXTENDED_ENV: "Yes"})
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 passed" in result.stdout and "extended child saw 1" in result.stdout
+    assert "2 passed" in result.stdout and "extended child saw 1 default tier 1" in result.stdout
+
+
+@pytest.mark.parametrize("processes", [(), ("-n", "2", "--dist", "loadfile")], ids=["one process", "xdist"])
+def test_the_extended_tier_alone_tells_the_child_to_skip_the_default_tiers_runs(tmp_path, processes):
+    """``pytest -m extended`` (CI's second session) selects no default test of the module: its child is told so and
+    makes only the runs the extended tests read (one process, and the xdist controller from the workers' selection)."""
+    if processes:
+        pytest.importorskip("xdist")
+    saw = tmp_path / "saw.log"
+    result = session(tmp_path, {"test_fake_e2e.py": E2E_MODULE}, "-m", "extended", *processes, env={"SAW_LOG": str(saw)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout and saw.read_text() == "extended child saw 1 default tier 0\n"
 
 
 def test_a_yes_in_the_shell_does_not_make_a_session_without_extended_tests_pay_for_their_runs(tmp_path):
@@ -156,7 +172,8 @@ XDIST_E2E_MODULE = f"""
             log.write(os.path.basename(__file__) + "\\n")
         if "failing" in __file__:
             raise RuntimeError("this module's runs fail")
-        return {{"made_by": os.getpid(), "extended": os.environ["{EXTENDED_ENV}"]}}
+        return {{"made_by": os.getpid(), "extended": os.environ["{EXTENDED_ENV}"],
+                 "default": os.environ["{DEFAULT_TIER_ENV}"]}}
 
     @pytest.fixture(scope="module")
     def runs(background_results):
@@ -164,7 +181,7 @@ XDIST_E2E_MODULE = f"""
 
     @pytest.mark.parametrize("case", range(4))
     def test_reads_the_runs(runs, case):
-        assert runs["made_by"] != os.getpid() and runs["extended"] == "0"
+        assert runs["made_by"] != os.getpid() and (runs["extended"], runs["default"]) == ("0", "1")
 """
 
 

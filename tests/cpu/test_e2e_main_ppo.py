@@ -30,7 +30,7 @@ import re
 
 import pytest
 
-from tests.background_runs import extended_runs_wanted, print_costs
+from tests.background_runs import default_runs_wanted, extended_runs_wanted, print_costs
 from verl_ext.algorithms.registry import loss_metric_names
 
 pytestmark = pytest.mark.e2e
@@ -70,7 +70,8 @@ def trained_steps(family: str) -> list[int]:
 
 def background_runs(root):
     """The four runs (five with the extended tier; in a child process, see the module docstring); the quickstart
-    beside the session."""
+    beside the session. A session of the extended tier alone (``pytest -m extended``) makes only what its tests
+    read: the first run and its resume."""
     from concurrent.futures import ThreadPoolExecutor
 
     from verl_ext.checkpoint_backends import CPU_BACKEND
@@ -83,9 +84,10 @@ def background_runs(root):
 
     assets = root / "assets"
     build_tiny_assets(assets)
+    default, extended = default_runs_wanted(), extended_runs_wanted()
     results = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
-        quickstart = pool.submit(
+        quickstart = None if not default else pool.submit(
             run_quickstart, steps=STEPS, algorithm=QUICKSTART_FAMILY, out=root / "quickstart", assets=assets, echo=False,
             extra_overrides=QUICKSTART_TOPOLOGY,
         )
@@ -96,7 +98,7 @@ def background_runs(root):
                     f"trainer.rollout_data_dir={root / 'dumps' / 'sync'}"))
             )
             results["rec_oneside_nois"] = first.raise_for_error()
-            results["resumed"] = results[RESUMED_FAMILY] = None if not extended_runs_wanted() else session.run(
+            results["resumed"] = results[RESUMED_FAMILY] = None if not extended else session.run(
                 Run(
                     "rec_oneside_nois_resumed_red_weight",
                     steps=STEPS + 1,
@@ -104,24 +106,28 @@ def background_runs(root):
                     overrides=(*algorithm_overrides(RESUMED_FAMILY), "trainer.resume_mode=auto"),
                 )
             ).raise_for_error()
-            results["delayed_sync_1_0"] = session.run(
-                Run(
-                    "rec_oneside_nois_delayed_sync_1_0",
-                    steps=STEPS,
-                    overrides=(*algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS),
-                )
-            ).raise_for_error()
-            results["split_1_0"] = session.run(
-                Run("rec_oneside_nois_split_1_0", steps=STEPS, overrides=(
-                    *algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS,
-                    *engine_pool_overrides(1, SPLIT_TOPOLOGY["engine_gpus"], CPU_BACKEND),
-                    f"trainer.rollout_data_dir={root / 'dumps' / 'split_1_0'}"))
-            ).raise_for_error()
+            if default:
+                results["delayed_sync_1_0"] = session.run(
+                    Run(
+                        "rec_oneside_nois_delayed_sync_1_0",
+                        steps=STEPS,
+                        overrides=(*algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS),
+                    )
+                ).raise_for_error()
+                results["split_1_0"] = session.run(
+                    Run("rec_oneside_nois_split_1_0", steps=STEPS, overrides=(
+                        *algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS,
+                        *engine_pool_overrides(1, SPLIT_TOPOLOGY["engine_gpus"], CPU_BACKEND),
+                        f"trainer.rollout_data_dir={root / 'dumps' / 'split_1_0'}"))
+                ).raise_for_error()
             results["dumps"] = root / "dumps"
-            print_costs(results[name] for name in ("rec_oneside_nois", "delayed_sync_1_0", "split_1_0") if results[name])
-        result, summary = quickstart.result()
-        results[QUICKSTART_FAMILY], results["quickstart_summary"] = result.raise_for_error(), summary
-    results["refused_rerun"] = refused_rerun(root / "quickstart", assets)
+            print_costs(results[name] for name in ("rec_oneside_nois", "resumed", "delayed_sync_1_0", "split_1_0")
+                        if results.get(name))
+        if quickstart is not None:
+            result, summary = quickstart.result()
+            results[QUICKSTART_FAMILY], results["quickstart_summary"] = result.raise_for_error(), summary
+    if default:
+        results["refused_rerun"] = refused_rerun(root / "quickstart", assets)
     return results
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.background_runs import extended_runs_wanted, print_costs
+from tests.background_runs import default_runs_wanted, extended_runs_wanted, print_costs
 from tests.staleness.e2e_runs import per_step, rollout_dump
 from verl_ext import metric_names
 from verl_ext.staleness.schedule import StalenessSchedule
@@ -80,7 +80,8 @@ MULTI_TURN = (
 
 
 def background_runs(root):
-    """The two runs (three with the extended tests), in a child process while the rest of the suite runs."""
+    """The two runs (three with the extended tests), in a child process while the rest of the suite runs; a session
+    of the extended tier alone (``pytest -m extended``) makes only the LoRA run and its resume."""
     from verl_ext.cpu.ray_session import CPURaySession
     from verl_ext.runs.run import Run
     from verl_ext.tiny.assets import build_tiny_assets
@@ -101,9 +102,10 @@ def background_runs(root):
                 *lora_overrides, "trainer.resume_mode=resume_path",
                 f"trainer.resume_from_path={lora.checkpoint_dir / f'global_step_{RESUME_AT}'}",
                 f"trainer.rollout_data_dir={dumps['resumed']}"))).raise_for_error()
-        multi_turn = session.run(Run(name="multi_turn_2_1", steps=MULTI_TURN_STEPS, overrides=(
-            *MULTI_TURN, *loss_overrides(MULTI_TURN_LOSS), *tiny_count_tool_overrides(),
-            f"trainer.rollout_data_dir={dumps['multi_turn']}"))
+        multi_turn = None if not default_runs_wanted() else session.run(Run(
+            name="multi_turn_2_1", steps=MULTI_TURN_STEPS, overrides=(
+                *MULTI_TURN, *loss_overrides(MULTI_TURN_LOSS), *tiny_count_tool_overrides(),
+                f"trainer.rollout_data_dir={dumps['multi_turn']}"))
         ).raise_for_error()
     results = {"lora": lora, "resumed": resumed, "multi_turn": multi_turn}
     print_costs(result for result in results.values() if result is not None)
