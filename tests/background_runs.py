@@ -33,6 +33,8 @@ from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 FUNCTION = "background_runs"
+# Each of these two a module declares as a number, or as {"default": ..., "extended": ...} when the runs of its two
+# tiers differ (module_figure: the larger of the tiers the session selected)
 BACKGROUND_MINUTES = "BACKGROUND_MINUTES"  # a module's measured duration: longer ones are queued first
 BACKGROUND_PEAK_GIB = "BACKGROUND_PEAK_GIB"  # the memory a module's runs take at their peak (measured)
 # In a user's shell: yes (1, yes, true, on) runs the extended tier too, in the same session as the tests selected
@@ -243,6 +245,17 @@ def tier_environment(default: bool, extended: bool) -> dict[str, str]:
     """What a module's child is told: whether the session selected its tests outside the extended tier (``default``)
     and in it (``extended``)."""
     return {DEFAULT_TIER_ENV: "1" if default else "0", EXTENDED_ENV: "1" if extended else "0"}
+
+
+def module_figure(module, name: str, default: bool, extended: bool) -> float:
+    """A module's ``BACKGROUND_MINUTES`` or ``BACKGROUND_PEAK_GIB`` (``name``; 0 when it declares none) for a session
+    that selected its default tests, its extended ones, or both: a per-tier declaration gives the larger of the
+    selected tiers' figures (a tier's runs include what its tests read)."""
+    figure = getattr(module, name, 0.0)
+    if not isinstance(figure, dict):
+        return float(figure)
+    selected = [figure[tier] for tier, chosen in (("default", default), ("extended", extended)) if chosen]
+    return float(max(selected, default=0.0))
 
 
 def extended_runs_wanted() -> bool:

@@ -16,6 +16,7 @@ from tests.background_runs import (
     TIMEOUT_SECONDS,
     BackgroundRuns,
     job_folder,
+    module_figure,
     tier_environment,
     wait_for_results,
     yes_or_no,
@@ -208,19 +209,22 @@ def pytest_collection_finish(session):
             modules.append(item.path)
     # the extended runs when the session reads them (pytest -m extended), never otherwise, whatever the shell says
     session.config.stash[EXTENDED_SELECTED] = any(item.get_closest_marker("extended") for item in session.items)
-    # each module's child is told which of its tiers the session selected: it makes only the runs their tests read
-    tiers = {path: tier_environment(
+    # which of each module's tiers the session selected: its child makes only the runs their tests read, and the
+    # module's declared minutes and peak memory are those of these runs
+    tiers = {path: dict(
         default=any(item.path == path and not item.get_closest_marker("extended") for item in session.items),
         extended=any(item.path == path and item.get_closest_marker("extended") for item in session.items),
     ) for path in modules}
-    # longest first, so that the last runs to finish are short ones, two at a time (BACKGROUND_MINUTES of each module)
     declared = {item.path: item.module for item in session.items if item.path in modules}
-    ordered = sorted(modules, key=lambda path: -getattr(declared[path], BACKGROUND_MINUTES, 0))
+    minutes = {path: module_figure(declared[path], BACKGROUND_MINUTES, **tiers[path]) for path in modules}
+    peak_gib = {path: module_figure(declared[path], BACKGROUND_PEAK_GIB, **tiers[path]) for path in modules}
+    # longest first, so that the last runs to finish are short ones, two at a time
+    ordered = sorted(modules, key=lambda path: -minutes[path])
     worker_base = _xdist_worker_base(session.config)
     if worker_base is not None:  # an xdist worker: the controller queues them (XdistBackground)
         selection = {
-            "modules": [{"path": str(path), "peak_gib": getattr(declared[path], BACKGROUND_PEAK_GIB, 0.0),
-                         "environment": tiers[path]} for path in ordered],
+            "modules": [{"path": str(path), "peak_gib": peak_gib[path], "environment": tier_environment(**tiers[path])}
+                        for path in ordered],
             "extended": session.config.stash[EXTENDED_SELECTED],
             "e2e_tests": [item.nodeid for item in session.items if item.get_closest_marker("e2e")],
             "file_groups": {file_of(item.nodeid): group_of(item) for item in session.items
@@ -231,8 +235,7 @@ def pytest_collection_finish(session):
         os.replace(partial, worker_base / SELECTION)
         return
     for path in ordered:
-        _background(session.config).enqueue(path, peak_gib=getattr(declared[path], BACKGROUND_PEAK_GIB, 0.0),
-                                            environment=tiers[path])
+        _background(session.config).enqueue(path, peak_gib=peak_gib[path], environment=tier_environment(**tiers[path]))
 
 
 def pytest_sessionfinish(session):

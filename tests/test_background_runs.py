@@ -167,3 +167,19 @@ def test_what_the_other_tests_keep_running_is_released_once_when_the_e2e_tests_b
     finally:
         conftest.RELEASE_BEFORE_E2E[:] = saved
     assert calls == ["second", "first"]
+
+
+def test_a_modules_minutes_and_peak_are_those_of_the_tiers_the_session_selected():
+    """tests/cpu/test_e2e_main_ppo.py's default tier runs the quickstart beside its session (10.5 GiB), its extended
+    tier alone makes two runs (5.5 GiB): alone, the extended tier pairs it with a module the default figure would not
+    fit beside. A plain number is every tier's."""
+    from types import SimpleNamespace
+
+    from tests.background_runs import BACKGROUND_MINUTES, BACKGROUND_PEAK_GIB, module_figure
+
+    per_tier = SimpleNamespace(BACKGROUND_PEAK_GIB={"default": 10.5, "extended": 5.5}, BACKGROUND_MINUTES=4)
+    assert module_figure(per_tier, BACKGROUND_PEAK_GIB, default=True, extended=False) == 10.5
+    assert module_figure(per_tier, BACKGROUND_PEAK_GIB, default=False, extended=True) == 5.5
+    assert module_figure(per_tier, BACKGROUND_PEAK_GIB, default=True, extended=True) == 10.5
+    assert module_figure(per_tier, BACKGROUND_MINUTES, default=False, extended=True) == 4.0
+    assert module_figure(SimpleNamespace(), BACKGROUND_MINUTES, default=True, extended=True) == 0.0

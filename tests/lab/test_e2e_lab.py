@@ -16,7 +16,7 @@ import pytest
 # the extended tier (CI's second session, `pytest -m extended`): the README's command stays within its 20 minutes
 # (docs/testing.md); the lab's commands without a real run are tests/lab/test_cli.py's and test_runner.py's
 pytestmark = [pytest.mark.e2e, pytest.mark.extended]
-BACKGROUND_MINUTES = 2.5  # how long background_runs took (two cores, under the suite's load): the queue's order
+BACKGROUND_MINUTES = 3  # how long background_runs took (two cores, under the suite's load): the queue's order
 BACKGROUND_PEAK_GIB = 5  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 STEPS = 4

@@ -58,7 +58,7 @@ from verl_ext.rollout_events import push_rounds, replica_nodes
 # (docs/testing.md); its default session keeps one real overlap run (tests/staleness/test_e2e_lora_multiturn.py)
 # and the trainer's overlap and resume rules without Ray (tests/staleness/test_overlap_trainer.py, test_trainer_mode.py)
 pytestmark = [pytest.mark.e2e, pytest.mark.extended]
-BACKGROUND_MINUTES = 8  # how long background_runs took (two cores, under the suite's load): the queue's order
+BACKGROUND_MINUTES = 14  # how long background_runs took (two cores, under the suite's load): the queue's order
 BACKGROUND_PEAK_GIB = 8  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 STEPS = 7

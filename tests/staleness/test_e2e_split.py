@@ -47,7 +47,7 @@ from verl_ext.staleness.config import engine_pool_overrides
 # the extended tier (CI's second session, `pytest -m extended`): the README's command stays within its 20 minutes
 # (docs/testing.md); its default session keeps the split at zero staleness (tests/cpu/test_e2e_main_ppo.py)
 pytestmark = [pytest.mark.e2e, pytest.mark.extended]
-BACKGROUND_MINUTES = 3  # how long background_runs took (two cores, under the suite's load): the queue's order
+BACKGROUND_MINUTES = 6  # how long background_runs took (two cores, under the suite's load): the queue's order
 BACKGROUND_PEAK_GIB = 7  # the memory its runs take at their peak (PSS), for the queue's pairing
 
 STEPS = 5
