@@ -181,7 +181,8 @@ class BackgroundRuns:
                     return
                 job.process = subprocess.Popen(
                     [sys.executable, "-m", "tests.background_runs", str(job.module_file), str(job.out)],
-                    cwd=REPO, env={**self.environment, **job.environment}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    cwd=REPO, env={**self.environment, **job.environment}, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True,
                 )
             job.started.set()
             try:
