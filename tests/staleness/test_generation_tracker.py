@@ -146,15 +146,19 @@ def test_without_overlap_preparing_the_next_batch_is_waiting_too():
     """Without overlap the trainer hands over the batches of one version one by one, then waits for all of
     them: the engine generates the first while the trainer prepares the second, and none of it is hidden
     (exactly zero, whatever the machine's load makes the preparation cost)."""
-    engine = SimulatedEngine()
-    tracker = make_tracker(engine)
-    with tracker.waiting():
+
+    def hand_over_three_and_wait(engine, tracker):
         for step in range(3):
             engine.sleep(0.7)  # reading the next prompts, putting them into TransferQueue
             with tracker.dispatching(0, {step: [f"s{step}"]}):
                 engine.finish_at[f"s{step}"] = engine.now + 1.0
                 engine.sleep(0.2)
         tracker.wait_for_all()
+
+    engine = SimulatedEngine()
+    tracker = make_tracker(engine)
+    with tracker.waiting():
+        hand_over_three_and_wait(engine, tracker)
     timing = tracker.timing(0.0, engine.now)
     assert timing.engine_busy == pytest.approx(2.8, abs=0.02)
     assert timing.wait_for_generation == pytest.approx(engine.now)
@@ -162,12 +166,7 @@ def test_without_overlap_preparing_the_next_batch_is_waiting_too():
     # the same hand-overs outside the block: the preparations overlap generation and count as hidden
     engine = SimulatedEngine()
     tracker = make_tracker(engine)
-    for step in range(3):
-        engine.sleep(0.7)
-        with tracker.dispatching(0, {step: [f"s{step}"]}):
-            engine.finish_at[f"s{step}"] = engine.now + 1.0
-            engine.sleep(0.2)
-    tracker.wait_for_all()
+    hand_over_three_and_wait(engine, tracker)
     assert tracker.timing(0.0, engine.now).generation_hidden == pytest.approx(1.4, abs=0.02)
 
 

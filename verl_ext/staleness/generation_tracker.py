@@ -145,13 +145,14 @@ class GenerationTracker:
             self.busy.append(generation.busy)
 
     @contextmanager
-    def waiting(self, kind: str = WAIT_FOR_GENERATION) -> Iterator[None]:
-        """The trainer does nothing but wait for the engine inside this block (``kind``: why)."""
+    def waiting(self, kind: str = WAIT_FOR_GENERATION) -> Iterator[Interval]:
+        """The trainer does nothing but wait for the engine inside this block (``kind``: why); yields the wait's
+        interval, closed when the block ends."""
         interval = Interval(self.clock())
         with self._lock:
             self.waits.append((kind, interval))
         try:
-            yield
+            yield interval
         finally:
             interval.end = self.clock()
 
@@ -211,20 +212,17 @@ class GenerationTracker:
         self.poll()
         if ready():
             return 0.0
-        interval = Interval(self.clock())
-        with self._lock:
-            self.waits.append((kind, interval))
-        last_report = interval.start
-        while True:
-            self.poll()
-            if ready():
-                break
-            now = self.clock()
-            if now - last_report >= REPORT_SECONDS:
-                logger.info(f"delayed_sync: waiting {now - interval.start:.0f} s for {what} (versions {self.in_flight_versions()})")
-                last_report = now
-            self.sleep(self.poll_seconds)
-        interval.end = self.clock()
+        with self.waiting(kind) as interval:
+            last_report = interval.start
+            while True:
+                self.poll()
+                if ready():
+                    break
+                now = self.clock()
+                if now - last_report >= REPORT_SECONDS:
+                    logger.info(f"delayed_sync: waiting {now - interval.start:.0f} s for {what} (versions {self.in_flight_versions()})")
+                    last_report = now
+                self.sleep(self.poll_seconds)
         return interval.end - interval.start
 
     # ------------------------------------------------------------------ timeline
