@@ -211,10 +211,10 @@ def pytest_collection_finish(session):
     session.config.stash[EXTENDED_SELECTED] = any(item.get_closest_marker("extended") for item in session.items)
     # which of each module's tiers the session selected: its child makes only the runs their tests read, and the
     # module's declared minutes and peak memory are those of these runs
-    tiers = {path: dict(
-        default=any(item.path == path and not item.get_closest_marker("extended") for item in session.items),
-        extended=any(item.path == path and item.get_closest_marker("extended") for item in session.items),
-    ) for path in modules}
+    tiers = {path: {"default": False, "extended": False} for path in modules}
+    for item in session.items:
+        if item.path in tiers:
+            tiers[item.path]["extended" if item.get_closest_marker("extended") else "default"] = True
     declared = {item.path: item.module for item in session.items if item.path in modules}
     minutes = {path: module_figure(declared[path], BACKGROUND_MINUTES, **tiers[path]) for path in modules}
     peak_gib = {path: module_figure(declared[path], BACKGROUND_PEAK_GIB, **tiers[path]) for path in modules}
@@ -227,8 +227,8 @@ def pytest_collection_finish(session):
                         for path in ordered],
             "extended": session.config.stash[EXTENDED_SELECTED],
             "e2e_tests": [item.nodeid for item in session.items if item.get_closest_marker("e2e")],
-            "file_groups": {file_of(item.nodeid): group_of(item) for item in session.items
-                            if group_of(item) is not None},
+            "file_groups": {file_of(item.nodeid): group for item in session.items
+                            if (group := group_of(item)) is not None},
         }
         partial = worker_base / f"{SELECTION}.{os.getpid()}.partial"  # complete or absent: each worker writes it whole
         partial.write_text(json.dumps(selection), encoding="utf-8")

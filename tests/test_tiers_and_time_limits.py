@@ -228,11 +228,10 @@ def test_under_xdist_the_files_of_one_xdist_group_run_in_one_process(tmp_path):
         "range(3)", "range(12)")
     result = session(tmp_path, files, "-n", "2", "--dist", "loadfile", env={"WHERE_LOG": str(where_log)})
     assert result.returncode == 0, result.stdout + result.stderr
-    workers: dict[str, set[str]] = {}
-    for line in where_log.read_text().splitlines():
-        file, worker = line.split()
-        workers.setdefault(file, set()).add(worker)
     lines = [line.split() for line in where_log.read_text().splitlines()]
+    workers: dict[str, set[str]] = {}
+    for file, worker in lines:
+        workers.setdefault(file, set()).add(worker)
     assert len(lines) == 7 * 3 + 12, lines  # every test once
     assert len(workers["test_fake_e2e.py"]) == 1, workers  # one file, one process
     in_its_process = [file for file, worker in lines if worker in workers["test_fake_e2e.py"]]
