@@ -301,3 +301,83 @@ def test_pss_is_read_while_memory_grows_and_not_once_it_is_steady(monkeypatch):
     sample_at(200.0, high)  # a new high is read at once
     assert process.pss_reads == grown_reads + 1
     assert sampler.peak_pss == int(high * 0.8) and sampler.peak_rss == high
+
+
+def test_a_costly_pss_reading_waits_until_its_cost_is_a_small_share_of_a_core(monkeypatch):
+    """A big tree's PSS takes the kernel a while to read: after a reading that cost 0.3 CPU-s, the next waits
+    0.3 / PSS_CPU_SHARE seconds however fast the memory grows, so reading PSS never takes more than that share of
+    a core; the RSS (cheap) is still read at every sample, and the peak once the growth stops."""
+    from verl_ext.runs import monitor
+
+    clock = {"now": 0.0, "cpu": 0.0}
+    monkeypatch.setattr(monitor.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(monitor.time, "thread_time", lambda: clock["cpu"])
+    process = _FakeProcess()
+    reading = process.memory_full_info
+
+    def costly_reading():
+        clock["cpu"] += 0.3
+        return reading()
+
+    process.memory_full_info = costly_reading
+    sampler = monitor.ProcessSampler(lambda: [process])
+    pause = 0.3 / monitor.PSS_CPU_SHARE
+    assert pause > 4 * monitor.PSS_MIN_SECONDS
+    samples = int(3 * pause / 0.5)
+    for tick in range(samples):  # memory grows by 5% every half second for three pauses
+        clock["now"], process.rss = tick * 0.5, int(1e9 * 1.05 ** tick)
+        sampler._sample()
+    assert process.pss_reads == 3  # at 0 s, then one pause apart: not at every second of growth
+    assert sampler.peak_rss == process.rss  # RSS at every sample
+    assert clock["cpu"] / clock["now"] <= monitor.PSS_CPU_SHARE * 1.1
+    clock["now"] = 3 * pause  # the growth has stopped; the reading due now takes the peak
+    sampler._sample()
+    assert process.pss_reads == 4 and sampler.peak_pss == int(process.rss * 0.8)
+
+
+def test_a_run_measured_in_another_thread_is_left_out_of_this_process_tree(tmp_path):
+    """An in-process session measures this process's tree (the Ray it started); a run launched beside it in another
+    thread (the test suite's quickstart beside its session) is measured by its own run_and_measure and left out of
+    the session's tree, with its descendants -- else both would count it. Once that run ends, a new child is in."""
+    import subprocess
+    import threading
+    import time
+
+    import psutil
+
+    release = tmp_path / "release"
+    child = textwrap.dedent(
+        f"""
+        import os, subprocess, sys, time
+        grandchild = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+        print(grandchild.pid, flush=True)
+        while not os.path.exists({str(release)!r}):
+            time.sleep(0.05)
+        grandchild.stdin.close()
+        grandchild.wait()
+        """
+    )
+    measured = {}
+    thread = threading.Thread(target=lambda: measured.update(result=run_and_measure(
+        [sys.executable, "-c", child], env=None, log_path=tmp_path / "log.txt")))
+    thread.start()
+    tree = monitor.this_process_tree()
+    try:
+        me = psutil.Process()
+        deadline = time.monotonic() + 60  # the child is registered, and it started the grandchild
+        while (not monitor._MEASURED_ON_THEIR_OWN or len(me.children(recursive=True)) < 2) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        launched = set(monitor._MEASURED_ON_THEIR_OWN)
+        descendants = {process.pid for process in me.children(recursive=True)}
+        assert len(launched) == 1 and len(descendants) == 2 and launched < descendants
+        assert {process.pid for process in tree()} == {me.pid}  # neither the run's child nor its grandchild
+    finally:
+        release.touch()
+        thread.join(timeout=120)
+    assert measured["result"].returncode == 0 and not monitor._MEASURED_ON_THEIR_OWN
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        assert other.pid in {process.pid for process in tree()}  # a child nobody measures is this tree's
+    finally:
+        other.stdin.close()
+        other.wait()

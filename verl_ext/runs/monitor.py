@@ -4,7 +4,8 @@ While the child runs, a sampler thread every :data:`SAMPLE_SECONDS` sums the res
 child and all its descendants -- with ``python -m verl.trainer.main_ppo`` that is the driver, the Ray
 cluster it starts (GCS, raylet, dashboard) and every Ray worker -- and their proportional set size (PSS:
 shared pages split between the processes sharing them) when the RSS sum has grown by :data:`PSS_REREAD_GROWTH`
-since PSS was last read (at most every :data:`PSS_MIN_SECONDS`), keeps the CPU time (user + system) each of those
+since PSS was last read (at most every :data:`PSS_MIN_SECONDS`, and never more than :data:`PSS_CPU_SHARE` of a core
+spent reading it), keeps the CPU time (user + system) each of those
 processes has used, and notes when verl's file logger writes its first and last step record. Then
 
     start-up  = (time of the first step record - launch) - timing_s/step of that first step
@@ -12,9 +13,10 @@ processes has used, and notes when verl's file logger writes its first and last 
 
 RSS counts pages shared between processes (torch's libraries) once per process, so its peak is an upper
 bound of the memory the run needs; PSS sums to the memory actually used. PSS is slow to read (the kernel walks
-every mapping of every process: reading it every 2 s cost a tenth of a core beside a CPU run of the tiny model),
-so it is read while the memory grows -- start-up -- and seldom once the run is steady; a peak of PSS that comes
-without a new peak of RSS is missed.
+every mapping of every process: ~25 ms of CPU for a Ray worker of 0.7 GiB, ~0.7 s for a tree of 30; read every
+second of a start-up, it took a quarter of a core in a process that measured two runs), so it is read while the memory grows -- start-up -- and seldom once the run is
+steady, each reading followed by a pause of at least its own cost over :data:`PSS_CPU_SHARE`; a peak of PSS that
+comes without a new peak of RSS is missed.
 ``cpu_seconds`` (the sum over processes of their last-seen CPU time) does not grow with other load on the
 machine the way wall time does; a process's last :data:`SAMPLE_SECONDS` before it exits can be missed.
 ``also_measure`` adds processes that are not the child's descendants: the nodes of a Ray cluster the child
@@ -40,6 +42,7 @@ import psutil
 SAMPLE_SECONDS = 0.5  # how often RSS, CPU times and the metrics file are looked at
 PSS_REREAD_GROWTH = 1.02  # PSS is read again once the RSS sum exceeds this factor times its value at the last reading
 PSS_MIN_SECONDS = 1.0  # and at most this often
+PSS_CPU_SHARE = 0.03  # and after a pause that keeps the CPU time spent reading it under this share of a core
 
 
 @dataclass
@@ -65,12 +68,28 @@ class RunMeasurements:
         return asdict(self)
 
 
-def _members(process: psutil.Process, also: Optional[Callable[[], Iterable[int]]] = None) -> list[psutil.Process]:
-    """``process``, its descendants and the processes ``also`` names, each once."""
+# the children that run_and_measure measures in this process while they run (their pids): a run launched in another
+# thread beside an in-process session is that run's, not the session's (this_process_tree leaves their trees out)
+_MEASURED_ON_THEIR_OWN: set[int] = set()
+
+
+def _members(process: psutil.Process, also: Optional[Callable[[], Iterable[int]]] = None,
+             leave_out: Iterable[int] = ()) -> list[psutil.Process]:
+    """``process``, its descendants and the processes ``also`` names, each once; the descendants ``leave_out``
+    names are left out with their own descendants."""
     try:
         members = {member.pid: member for member in (process, *process.children(recursive=True))}
     except psutil.NoSuchProcess:
         members = {}
+    for pid in list(leave_out):
+        left_out = members.pop(pid, None)
+        if left_out is None:
+            continue
+        try:
+            for descendant in left_out.children(recursive=True):
+                members.pop(descendant.pid, None)
+        except psutil.NoSuchProcess:
+            pass
     for pid in also() if also is not None else ():
         if pid not in members:
             try:
@@ -122,6 +141,7 @@ class ProcessSampler:
         self.peak_pss = 0
         self._rss_at_pss_reading = 0
         self._pss_read_at: Optional[float] = None
+        self._pss_pause = PSS_MIN_SECONDS  # after a reading, before the next: PSS_MIN_SECONDS or its cost's share
         self._cpu: dict = {}
         self._baseline: dict = {}
         self._done = threading.Event()
@@ -149,8 +169,11 @@ class ProcessSampler:
         _record_cpu_times(members, self._cpu)
         now = time.monotonic()
         grown = rss > self._rss_at_pss_reading * PSS_REREAD_GROWTH
-        if grown and (self._pss_read_at is None or now - self._pss_read_at >= PSS_MIN_SECONDS):
+        if grown and (self._pss_read_at is None or now - self._pss_read_at >= self._pss_pause):
+            reading_started = time.thread_time()  # this thread's CPU time, the kernel's walk of the mappings included
             self.peak_pss = max(self.peak_pss, _tree_memory(members, proportional=True))
+            cost = time.thread_time() - reading_started
+            self._pss_pause = max(PSS_MIN_SECONDS, cost / PSS_CPU_SHARE)
             self._rss_at_pss_reading, self._pss_read_at = rss, now
 
     def _loop(self) -> None:
@@ -165,9 +188,10 @@ class ProcessSampler:
 
 def this_process_tree(also: Optional[Callable[[], Iterable[int]]] = None) -> Callable[[], list[psutil.Process]]:
     """``members`` for a :class:`ProcessSampler`: this process, its descendants (a Ray it started: GCS, raylet,
-    workers) and the processes ``also`` names (a cluster's nodes)."""
+    workers) and the processes ``also`` names (a cluster's nodes); not a child that :func:`run_and_measure` measures
+    (another thread's run) nor its descendants."""
     me = psutil.Process()
-    return lambda: _members(me, also)
+    return lambda: _members(me, also, leave_out=_MEASURED_ON_THEIR_OWN)
 
 
 STOP_GRACE_SECONDS = 30.0
@@ -334,17 +358,21 @@ def run_and_measure(
     sampler = ProcessSampler(lambda: _members(watched, also_measure), on_sample=check_progress, after_sample=after_sample)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     echo_line = ConsoleEcho(log_path) if echo else None
-    with sampler, open_new_log(log_path) as log:
-        assert process.stdout is not None
-        try:
-            for line in process.stdout:
-                log.write(line)
-                if echo_line is not None:
-                    echo_line(line)
-            returncode = process.wait()
-        except BaseException:  # Ctrl-C, SIGTERM turned into an exception, a full disk: the child does not outlive us
-            stop_process(process)
-            raise
+    _MEASURED_ON_THEIR_OWN.add(process.pid)
+    try:
+        with sampler, open_new_log(log_path) as log:
+            assert process.stdout is not None
+            try:
+                for line in process.stdout:
+                    log.write(line)
+                    if echo_line is not None:
+                        echo_line(line)
+                returncode = process.wait()
+            except BaseException:  # Ctrl-C, SIGTERM turned into an exception, a full disk: the child does not outlive us
+                stop_process(process)
+                raise
+    finally:
+        _MEASURED_ON_THEIR_OWN.discard(process.pid)
     return RunMeasurements(
         returncode=returncode,
         wall_seconds=time.perf_counter() - started,
