@@ -238,26 +238,23 @@ def hydra_config(config_dir: str | Path, config_name: str, overrides):
 def check_as_the_driver(config) -> tuple[dict, list[str]]:
     """What ``main_ppo``'s driver runs before Ray, on this process's platform; raises on the first failure.
 
-    ``auto_set_device``, then verl's ``validate_config`` as the driver calls it (with verl-ext's plugin loaded, the
-    wrapper that runs :func:`verl_ext.driver_checks.check_run_config` first). Returns the resolved config (a plain
-    dict) and notes: the checkpoint engines of a GPU config that this machine cannot import (nccl without cupy), verl's
-    LoRA rank rule used where vLLM is not installed."""
-    from omegaconf import OmegaConf
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils import config as verl_config
+    ``auto_set_device``, then what the driver's ``validate_config`` runs with verl-ext's plugin loaded:
+    :func:`verl_ext.driver_checks.validate_run_config`, verl-ext's checks then verl's own. Returns the resolved config
+    (a plain dict, resolved once by the checks) and notes: the checkpoint engines of a GPU config that this machine
+    cannot import (nccl without cupy), verl's LoRA rank rule used where vLLM is not installed."""
     from verl.utils.device import auto_set_device
 
     from verl_ext.checkpoint_backends import tolerate_unimportable_backends
     from verl_ext.checks.lora import vllm_lora_rank_without_vllm
+    from verl_ext.driver_checks import validate_run_config
 
     auto_set_device(config)
     # validate_config prints; a GPU config checked here may name a checkpoint engine whose transport this machine lacks
     # (nccl: cupy), or a vLLM rollout with LoRA, for which verl looks the rank up in vLLM
     with contextlib.redirect_stdout(io.StringIO()), tolerate_unimportable_backends() as tolerated, \
             vllm_lora_rank_without_vllm(config) as lora_notes:
-        verl_config.validate_config(config=config, use_reference_policy=need_reference_policy(config),
-                                    use_critic=need_critic(config))
-    return OmegaConf.to_container(config, resolve=True), list(tolerated.notes) + lora_notes
+        resolved = validate_run_config(config)
+    return resolved, list(tolerated.notes) + lora_notes
 
 
 def error_text(error: BaseException) -> str:
