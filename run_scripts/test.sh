@@ -7,5 +7,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source run_scripts/lib/ensure_env.sh
 export HF_HUB_OFFLINE=1 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false
+# one torch thread per process (unless yours says otherwise): the two test processes and the background runs' Ray
+# workers (about ten per run) share this machine's cores, where torch's default -- a thread per core in each process,
+# Ray's: as many as the worker's CPUs -- only adds contention
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 python -m verl_ext.cli doctor
 python -m pytest -n 2 --dist loadfile "$@"
