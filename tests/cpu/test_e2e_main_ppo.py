@@ -1,11 +1,12 @@
 """verl's real ``main_ppo`` on the CPU backend, one run per algorithm family, asserting on what verl logged.
 
-Four runs (five with the extended tier) on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
+Three runs (five with the extended tier) on the tiny assets with the recipe config (``recipe/rec/config/rec_trainer.yaml``) and the CPU
 profile, made by :func:`background_runs` in a child process while the rest of the suite runs
 (tests/background_runs.py). ``rec`` + ``red_weight`` goes through the quickstart with two trainer ranks, exactly the
 README's ``python -m verl_ext.cpu.quickstart -- trainer.n_gpus_per_node=2`` (``python -m
 verl.trainer.main_ppo`` in a child process with its own Ray, as a user runs it: two FSDP2 ranks over gloo, two
-rollout replicas), started first and left running beside the others (three; four with the extended tier), which share one Ray start-up
+rollout replicas), started first and left running beside the others (two; three under ``pytest -m extended``, which
+makes no quickstart), which share one Ray start-up
 (:class:`verl_ext.cpu.ray_session.CPURaySession`, with a logical GPU for the trainer and one for the split's engine):
 
 - ``rec`` + ``rec_oneside_nois`` for 2 steps, saving a checkpoint at step 2;
@@ -20,7 +21,9 @@ rollout replicas), started first and left running beside the others (three; four
 - the same (1, 0) with the rollout engine on its own pool (``actor_rollout_ref.hybrid_engine=false``: a standalone
   replica on its own logical GPU, the trainer's workers hold no rollout, weights through verl-ext's ``gloo``
   checkpoint engine): the explorer/trainer split at zero staleness, which must be verl's ``sync`` number for number
-  too, and push over gloo exactly the weights sync's colocated rollout received.
+  too, and push over gloo exactly the weights sync's colocated rollout received; ``extended``, with the split's
+  other runs (tests/staleness/test_e2e_split.py): the default suite's time pays for the colocated path, where
+  ``delayed_sync`` starts.
 
 Evidence comes from verl's file logger (every step's metrics) and the CPU rollout's event log (every
 weight push with the checksum of the weights the rollout then holds), never from exit codes alone.
@@ -34,10 +37,10 @@ from tests.background_runs import default_runs_wanted, extended_runs_wanted, pri
 from verl_ext.algorithms.registry import loss_metric_names
 
 pytestmark = pytest.mark.e2e
-BACKGROUND_MINUTES = {"default": 6, "extended": 3.5}  # how long background_runs took (two cores, under load): the queue's order
+BACKGROUND_MINUTES = {"default": 5, "extended": 5}  # how long background_runs took (two cores, under load): the queue's order
 # the memory its runs take at their peak (PSS), for the queue's pairing: the quickstart beside the session in the
-# default tier; the extended tier alone makes the first run and its resume only
-BACKGROUND_PEAK_GIB = {"default": 10.5, "extended": 5.5}
+# default tier; the extended tier alone makes the first run, its resume and the split, one at a time
+BACKGROUND_PEAK_GIB = {"default": 10.5, "extended": 6}
 
 ALGORITHM = "algorithm.adv_estimator={} actor_rollout_ref.actor.policy_loss.loss_mode={}"
 FAMILIES = {
@@ -71,9 +74,9 @@ def trained_steps(family: str) -> list[int]:
 
 
 def background_runs(root):
-    """The four runs (five with the extended tier; in a child process, see the module docstring); the quickstart
+    """The three runs (five with the extended tier; in a child process, see the module docstring); the quickstart
     beside the session. A session of the extended tier alone (``pytest -m extended``) makes only what its tests
-    read: the first run and its resume."""
+    read: the first run, its resume and the split."""
     from concurrent.futures import ThreadPoolExecutor
 
     from verl_ext.checkpoint_backends import CPU_BACKEND
@@ -116,6 +119,7 @@ def background_runs(root):
                         overrides=(*algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS),
                     )
                 ).raise_for_error()
+            if extended:
                 results["split_1_0"] = session.run(
                     Run("rec_oneside_nois_split_1_0", steps=STEPS, overrides=(
                         *algorithm_overrides("rec_oneside_nois"), *ZERO_STALENESS,
@@ -374,6 +378,7 @@ def dumped_rollouts(directory, step: int) -> list[tuple]:
         return sorted((row["input"], row["output"], row["score"]) for row in map(json.loads, file))
 
 
+@pytest.mark.extended
 def test_zero_staleness_on_its_own_pool_is_verls_sync_step_for_step(runs):
     """The explorer/trainer split at (m, n) = (1, 0) -- the engine a standalone replica on its own logical GPU,
     the trainer's workers without a rollout, every push through the gloo checkpoint engine -- and verl's own sync
