@@ -4,9 +4,9 @@ While the child runs, a sampler thread every :data:`SAMPLE_SECONDS` sums the res
 child and all its descendants -- with ``python -m verl.trainer.main_ppo`` that is the driver, the Ray
 cluster it starts (GCS, raylet, dashboard) and every Ray worker -- and their proportional set size (PSS:
 shared pages split between the processes sharing them) when the RSS sum has grown by :data:`PSS_REREAD_GROWTH`
-since PSS was last read (at most every :data:`PSS_MIN_SECONDS`, and never more than :data:`PSS_CPU_SHARE` of a core
-spent reading it), keeps the CPU time (user + system) each of those
-processes has used, and notes when verl's file logger writes its first and last step record. Then
+since PSS was last read (at most every :data:`PSS_MIN_SECONDS`, and never more than :data:`PSS_CPU_SHARE` of a
+core spent reading it), keeps the CPU time (user + system) each of those processes has used, and notes when
+verl's file logger writes its first and last step record. Then
 
     start-up  = (time of the first step record - launch) - timing_s/step of that first step
     teardown  = exit - time of the last step record
@@ -14,9 +14,9 @@ processes has used, and notes when verl's file logger writes its first and last 
 RSS counts pages shared between processes (torch's libraries) once per process, so its peak is an upper
 bound of the memory the run needs; PSS sums to the memory actually used. PSS is slow to read (the kernel walks
 every mapping of every process: ~25 ms of CPU for a Ray worker of 0.7 GiB, ~0.7 s for a tree of 30; read every
-second of a start-up, it took a quarter of a core in a process that measured two runs), so it is read while the memory grows -- start-up -- and seldom once the run is
-steady, each reading followed by a pause of at least its own cost over :data:`PSS_CPU_SHARE`; a peak of PSS that
-comes without a new peak of RSS is missed.
+second of a start-up, it took a quarter of a core in a process that measured two runs), so it is read while the
+memory grows -- start-up -- and seldom once the run is steady, each reading followed by a pause of at least its
+own cost over :data:`PSS_CPU_SHARE`; a peak of PSS that comes without a new peak of RSS is missed.
 ``cpu_seconds`` (the sum over processes of their last-seen CPU time) does not grow with other load on the
 machine the way wall time does; a process's last :data:`SAMPLE_SECONDS` before it exits can be missed.
 ``also_measure`` adds processes that are not the child's descendants: the nodes of a Ray cluster the child
