@@ -363,14 +363,17 @@ def test_a_run_measured_in_another_thread_is_left_out_of_this_process_tree(tmp_p
     thread.start()
     tree = monitor.this_process_tree()
     try:
-        me = psutil.Process()
         deadline = time.monotonic() + 60  # the child is registered, and it started the grandchild
-        while (not monitor._MEASURED_ON_THEIR_OWN or len(me.children(recursive=True)) < 2) and time.monotonic() < deadline:
+        while not monitor._MEASURED_ON_THEIR_OWN and time.monotonic() < deadline:
             time.sleep(0.05)
-        launched = set(monitor._MEASURED_ON_THEIR_OWN)
-        descendants = {process.pid for process in me.children(recursive=True)}
-        assert len(launched) == 1 and len(descendants) == 2 and launched < descendants
-        assert {process.pid for process in tree()} == {me.pid}  # neither the run's child nor its grandchild
+        (launched,) = monitor._MEASURED_ON_THEIR_OWN
+        child = psutil.Process(launched)
+        while not child.children() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run_tree = {launched, *(process.pid for process in child.children(recursive=True))}
+        members = {process.pid for process in tree()}
+        assert len(run_tree) == 2 and run_tree <= {process.pid for process in psutil.Process().children(recursive=True)}
+        assert psutil.Process().pid in members and not members & run_tree  # neither the run's child nor its grandchild
     finally:
         release.touch()
         thread.join(timeout=120)
