@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.background_runs import ahead_of_the_background_runs
 from verl_ext.cpu.local_cluster import ClusterStartError, LocalRayCluster, cluster_processes
 
 DEFAULT_ADDRESS_FILE = Path("/tmp/ray/ray_current_cluster")  # what a plain ray.init() on this machine reads
@@ -90,14 +91,15 @@ def wait_until_gone(marker, seconds=30.0):
 
 def test_two_nodes_join_and_ctrl_c_leaves_no_ray_process(tmp_path):
     before = address_file_state()
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "verl_ext.cpu.local_cluster", "--nodes", "2", "--gpus-per-node", "2", "--",
-         sys.executable, "-c", CONNECT],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        # SIGINT at its default, as a terminal's Ctrl-C finds it: a suite started with & by a script ignores SIGINT,
-        # and Python then installs no KeyboardInterrupt handler (the launcher would sit out the Ctrl-C)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    with ahead_of_the_background_runs():  # the launcher and its nodes, at Ray's own 30-s start-up limit
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "verl_ext.cpu.local_cluster", "--nodes", "2", "--gpus-per-node", "2", "--",
+             sys.executable, "-c", CONNECT],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            # SIGINT at its default, as a terminal's Ctrl-C finds it: a suite started with & by a script ignores SIGINT,
+            # and Python then installs no KeyboardInterrupt handler (the launcher would sit out the Ctrl-C)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
     try:
         banner = ""
         while "local Ray cluster of" not in banner:  # printed once every node joined

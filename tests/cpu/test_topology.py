@@ -249,6 +249,7 @@ def test_the_cpu_smoke_keeps_the_users_topology_not_the_gpu_default(tmp_path):
 def test_a_two_node_cpu_smoke_runs_inside_a_local_cluster_that_is_gone_afterwards(tmp_path):
     """The experiments launcher starts a two-node cluster around such a run and gives main_ppo the variables
     that join it; main_ppo itself is replaced by a recorder (it would take minutes), the cluster is real."""
+    from tests.background_runs import ahead_of_the_background_runs
     from tests.run_scripts.scripts import script_environment
     from verl_ext.cpu.local_cluster import cluster_processes, processes_with_variable
     from verl_ext.cpu_runtime.topology import RAY_ADDRESS_ENV
@@ -269,8 +270,9 @@ def test_a_two_node_cpu_smoke_runs_inside_a_local_cluster_that_is_gone_afterward
         return RunMeasurements(0, 0.0, 0, 0, 0.0, None, None)
 
     environ = script_environment(tmp_path, VERL_EXT_CPU_SMOKE="1", VERL_EXT_TINY_ASSETS=str(tmp_path / "tiny"))
-    status = main(["run", "gsm8k", "rec_oneside_nois", "trainer.nnodes=2"], environ,
-                  Tools(measure=measure, count_gpus=lambda: 0, environ=environ))
+    with ahead_of_the_background_runs():  # the nodes' start-up, at Ray's own 30-s limit beside the suite's runs
+        status = main(["run", "gsm8k", "rec_oneside_nois", "trainer.nnodes=2"], environ,
+                      Tools(measure=measure, count_gpus=lambda: 0, environ=environ))
     assert status == 0
     (argv, env, cluster), = seen
     assert "trainer.nnodes=2" in argv and cluster  # the cluster was up while main_ppo ran

@@ -1,8 +1,5 @@
 """Fixtures of the delayed_sync tests that run verl's real ``fit`` loop (tests/staleness/fit_harness.py)."""
 
-import contextlib
-import os
-
 import pytest
 from omegaconf import OmegaConf
 
@@ -23,24 +20,6 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.timeout(TRANSFER_QUEUE_TIMEOUT_SECONDS))
 
 
-@contextlib.contextmanager
-def ahead_of_the_background_runs():
-    """The processes started within (Ray's GCS, raylet and agents, TransferQueue's actors) get a higher CPU priority
-    than the rest of the session, where the user may give one (root): on two cores beside a background run's start-up
-    and the other test process, Ray's own start-up limits (30 s for the raylet, the dashboard's) were missed twice in
-    clean-clone sessions. This process's own priority is restored after; elsewhere nothing changes."""
-    original = os.getpriority(os.PRIO_PROCESS, 0)
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, original - 10)
-    except PermissionError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        os.setpriority(os.PRIO_PROCESS, 0, original)
-
-
 @pytest.fixture(scope="package")
 def transfer_queue():
     """verl's TransferQueue on a local Ray, started once for this folder and stopped after its last test -- or
@@ -49,6 +28,7 @@ def transfer_queue():
     ray = pytest.importorskip("ray")
     import transfer_queue as tq
 
+    from tests.background_runs import ahead_of_the_background_runs
     from tests.conftest import RELEASE_BEFORE_E2E
 
     from verl_ext.cpu.ray_session import start_ray
