@@ -350,7 +350,6 @@ def test_a_run_measured_in_another_thread_is_left_out_of_this_process_tree(tmp_p
         f"""
         import os, subprocess, sys, time
         grandchild = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-        print(grandchild.pid, flush=True)
         while not os.path.exists({str(release)!r}):
             time.sleep(0.05)
         grandchild.stdin.close()
