@@ -167,4 +167,6 @@ def test_a_run_scripts_tiny_assets_variable_pointing_at_a_users_folder_is_refuse
                             capture_output=True, text=True, timeout=300, env=environment, cwd=tmp_path)
     assert result.returncode != 0
     assert "a folder that verl-ext did not write" in result.stderr and "Traceback" not in result.stderr
+    # refused first, in a second: before the runs' checks (the preflight imports verl and composes every config)
+    assert "preflight" not in result.stdout + result.stderr
     assert contents(folder) == before

@@ -172,17 +172,40 @@ def _output_stop(environment: RunEnvironment, problem: str) -> None:
     raise LaunchStop(f"[verl-ext] error: OUTPUT_DIR={str(environment.output_dir)!r}: {problem}. Nothing was started.")
 
 
+def _smoke_assets(environment: RunEnvironment) -> tuple[str, str, Path]:
+    """The smoke's tiny assets: their size, the variable that names their folder, the folder."""
+    if environment.smoke == "cpu":
+        return "cpu", "VERL_EXT_TINY_ASSETS", environment.tiny_assets
+    return "gpu", "VERL_EXT_TINY_GPU_ASSETS", environment.tiny_gpu_assets
+
+
+@contextlib.contextmanager
+def _assets_stop(variable: str, out: Path):
+    """An assets folder that cannot be built (not verl-ext's, read-only, no space left): the variable's error."""
+    try:
+        yield
+    except OSError as error:
+        raise LaunchStop(f"[verl-ext] error: {variable}={str(out)!r}: the tiny assets cannot be built there "
+                         f"({error.strerror or error}). Nothing was started.") from None
+
+
+def check_smoke_assets_folder(environment: RunEnvironment) -> None:
+    """A smoke's assets folder that the build would refuse (not verl-ext's, a link, a file) is refused first, in a
+    second: before the runs' checks import verl and compose their configs."""
+    from verl_ext.tiny.assets import check_replaceable
+
+    _, variable, out = _smoke_assets(environment)
+    with _assets_stop(variable, out):
+        check_replaceable(Path(os.path.abspath(out)))
+
+
 def build_smoke_assets(environment: RunEnvironment) -> None:
     from verl_ext.tiny.assets import build_tiny_assets
 
-    size, out = ("cpu", environment.tiny_assets) if environment.smoke == "cpu" else ("gpu", environment.tiny_gpu_assets)
+    size, variable, out = _smoke_assets(environment)
     note(f"building the tiny {size.upper()} assets in {out} (skipped when up to date)")
-    try:
+    with _assets_stop(variable, out):
         build_tiny_assets(out, size=size)
-    except OSError as error:  # a read-only folder, no space left
-        variable = "VERL_EXT_TINY_ASSETS" if size == "cpu" else "VERL_EXT_TINY_GPU_ASSETS"
-        raise LaunchStop(f"[verl-ext] error: {variable}={str(out)!r}: the tiny assets cannot be built there "
-                         f"({error.strerror or error}). Nothing was started.") from None
 
 
 def launch_runs(runs: Sequence[Run], environment: RunEnvironment, entry: str, tools: Optional[Tools] = None) -> int:
@@ -191,6 +214,8 @@ def launch_runs(runs: Sequence[Run], environment: RunEnvironment, entry: str, to
     Every mode checks every run's config first, as the driver will (on the CPU platform for the CPU smoke), so a
     grid's second run is never refused after its first trained; the dry run stops there."""
     tools = tools or Tools()
+    if environment.smoke is not None and not environment.dry_run:
+        check_smoke_assets_folder(environment)  # in a second, before the checks below import verl
     backend, outputs = environment.backend(), environment.run_outputs()
     composed = [compose(run, backend, outputs) for run in runs]  # a topology the backend cannot size fails here
     if environment.dry_run:
