@@ -42,13 +42,15 @@ CHECK = textwrap.dedent("""
     from tests.recipe_config import compose_recipe
     from verl_ext.driver_checks import check_run_config
     from verl_ext.config_values import ConfigError
-    for case, overrides in json.loads(sys.argv[1]).items():
-        try:
-            check_run_config(compose_recipe(*overrides))
-            outcome = "PASSED"
-        except ConfigError as error:
-            outcome = "REFUSED " + str(error)
-        print(json.dumps({"case": case, "outcome": outcome}), flush=True)
+    from verl_ext.runs.compose import memoised_config_files
+    with memoised_config_files():  # verl's config files parsed once for all the cases
+        for case, overrides in json.loads(sys.argv[1]).items():
+            try:
+                check_run_config(compose_recipe(*overrides))
+                outcome = "PASSED"
+            except ConfigError as error:
+                outcome = "REFUSED " + str(error)
+            print(json.dumps({"case": case, "outcome": outcome}), flush=True)
 """)
 
 
