@@ -1,8 +1,8 @@
 """verl's real ``main_ppo`` on the CPU backend, one run per algorithm family, asserting on what verl logged.
 
 Two runs (four with the extended tier) on the tiny assets with the recipe config
-(``recipe/rec/config/rec_trainer.yaml``) and the CPU profile, made by :func:`background_runs` in a child process while the rest of the suite runs
-(tests/background_runs.py):
+(``recipe/rec/config/rec_trainer.yaml``) and the CPU profile, made by :func:`background_runs` in a child process
+while the rest of the suite runs (tests/background_runs.py):
 
 - **the quickstart**, exactly the README's ``python -m verl_ext.cpu.quickstart -- trainer.n_gpus_per_node=2`` (its
   default algorithm, REC-OneSide-NoIS; ``python -m verl.trainer.main_ppo`` in a child process with its own Ray, as a
