@@ -141,6 +141,8 @@ def test_quickstart_lab_and_gpu_smoke_refuse_a_users_assets_folder(tmp_path, cap
     output = capsys.readouterr()
     assert output.err.count("a folder that verl-ext did not write") + output.out.count("a folder that verl-ext did not write") == 3
     assert "Traceback" not in output.err + output.out
+    # the quickstart refused it first, before its run's checks (the line after them names the assets it will build)
+    assert "tiny assets:" not in output.out
     assert contents(folder) == before
 
 

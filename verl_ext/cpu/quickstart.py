@@ -131,12 +131,13 @@ def run_quickstart(
     from verl_ext.runs.names import run_name
     from verl_ext.runs.outputs import Outputs, output_folder
     from verl_ext.runs.run import Run
-    from verl_ext.tiny.assets import build_tiny_assets, default_assets_dir
+    from verl_ext.tiny.assets import build_tiny_assets, check_replaceable, default_assets_dir
 
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     choice = parse_algorithm(algorithm)
     assets = Path(assets or default_assets_dir()).resolve()
+    check_replaceable(assets)  # a folder the build would refuse, refused in a second: before the checks import verl
     out = output_folder(out or default_output_dir())  # a file, below one, a link to nothing: refused, nothing done
     run = Run.from_preset(run_name(choice), choice, overrides=extra_overrides, steps=steps)
     checked = compose(run, CPUBackend(assets), Outputs(out)).check()  # RunRefused: nothing written or started
