@@ -4,6 +4,7 @@ A background e2e child (tests/background_runs.py) samples its whole tree while i
 in-process session started, a child ``main_ppo`` with its own Ray, each one's workers -- so that the e2e tests can
 check that nothing of a CPU run listens beyond loopback, at no start-up of its own."""
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass
@@ -77,8 +78,7 @@ class ListeningSockets:
             for listener in listening_now(root):
                 earlier = self._seen.get(listener.pid)
                 if earlier is not None:
-                    listener = Listener(listener.pid, listener.name, earlier.addresses | listener.addresses,
-                                        listener.ancestors, listener.under)
+                    listener = dataclasses.replace(listener, addresses=earlier.addresses | listener.addresses)
                 self._seen[listener.pid] = listener
             # never more than CPU_SHARE of a core: on a loaded machine a sample costs more, the next comes later
             if self._stop.wait(max(self.every, (time.thread_time() - started) / CPU_SHARE)):

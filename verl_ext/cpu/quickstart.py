@@ -113,6 +113,16 @@ def draw_curves(result: RunResult, title: str) -> dict:
     return {"plot_path": str(plotted.path), "plot_panels": plotted.panels}
 
 
+def quickstart_run(steps: int = DEFAULT_STEPS, algorithm: str = DEFAULT_ALGORITHM, extra_overrides: Sequence[str] = ()):
+    """The :class:`verl_ext.runs.run.Run` the quickstart makes: the algorithm's preset, the user's overrides last."""
+    from verl_ext.algorithms.presets import parse_algorithm
+    from verl_ext.runs.names import run_name
+    from verl_ext.runs.run import Run
+
+    choice = parse_algorithm(algorithm)
+    return Run.from_preset(run_name(choice), choice, overrides=extra_overrides, steps=steps)
+
+
 def run_quickstart(
     steps: int = DEFAULT_STEPS,
     algorithm: str = DEFAULT_ALGORITHM,
@@ -123,23 +133,20 @@ def run_quickstart(
 ) -> tuple[RunResult, Optional[dict]]:
     """Check the run, build the assets if needed, run ``main_ppo`` in a child process, summarise it (None if it
     failed). :class:`verl_ext.runs.run.RunRefused` before anything is written or started."""
-    from verl_ext.algorithms.presets import parse_algorithm
     from verl_ext.cpu.backend import CPUBackend
     from verl_ext.files import write_whole
     from verl_ext.runs.compose import compose
     from verl_ext.runs.launch import ChildProcess, start
-    from verl_ext.runs.names import run_name
     from verl_ext.runs.outputs import Outputs, output_folder
-    from verl_ext.runs.run import Run
     from verl_ext.tiny.assets import build_tiny_assets, check_replaceable, default_assets_dir
 
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    choice = parse_algorithm(algorithm)
+    run = quickstart_run(steps, algorithm, extra_overrides)
+    choice = run.algorithm
     assets = Path(assets or default_assets_dir()).resolve()
     check_replaceable(assets)  # a folder the build would refuse, refused in a second: before the checks import verl
     out = output_folder(out or default_output_dir())  # a file, below one, a link to nothing: refused, nothing done
-    run = Run.from_preset(run_name(choice), choice, overrides=extra_overrides, steps=steps)
     checked = compose(run, CPUBackend(assets), Outputs(out)).check()  # RunRefused: nothing written or started
     print(f"[verl-ext] tiny assets: {assets} (built if missing)", flush=True)
     build_tiny_assets(assets)
