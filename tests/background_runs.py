@@ -273,16 +273,22 @@ def default_runs_wanted() -> bool:
     return yes_or_no(os.environ.get(DEFAULT_TIER_ENV, "1"), DEFAULT_TIER_ENV)
 
 
+BOOST = 10  # how much higher the priority of a Ray start-up is (nice values) under ahead_of_the_background_runs
+
+
 @contextlib.contextmanager
 def ahead_of_the_background_runs():
-    """The processes started within (a test's own Ray: its GCS, raylet and agents, TransferQueue's actors, a local
-    cluster's nodes) get a higher CPU priority than the rest of the session, where the user may give one (root): on
-    two cores beside a background run's start-up and the other test process, Ray's own start-up limits (30 s for the
-    raylet, the dashboard's) were missed in clean-clone sessions. This process's own priority is restored after;
-    elsewhere nothing changes."""
+    """Within, this process and what it starts (a test's own Ray: its GCS, raylet and agents, TransferQueue's actors)
+    get a higher CPU priority, where the user may give one (root), and only while they start: on two cores beside a
+    background run's start-up and the other test process, Ray's own start-up limits (30 s for the raylet, the
+    dashboard's) were missed in clean-clone sessions. On leaving, every thread the block started or raised -- here
+    and in the processes started within -- goes back down by the same amount: a Ray left at the raised priority
+    for the rest of a test folder takes the CPU from the other test process (Linux: a nice value is a thread's,
+    and a thread or process inherits its creator's). Elsewhere nothing changes."""
     original = os.getpriority(os.PRIO_PROCESS, 0)
+    before = _threads_of_this_process_tree()
     try:
-        os.setpriority(os.PRIO_PROCESS, 0, original - 10)
+        os.setpriority(os.PRIO_PROCESS, 0, original - BOOST)
     except PermissionError:
         yield
         return
@@ -290,6 +296,34 @@ def ahead_of_the_background_runs():
         yield
     finally:
         os.setpriority(os.PRIO_PROCESS, 0, original)
+        lower_back(before)
+
+
+def _threads_of_this_process_tree() -> set[int]:
+    """The ids of every thread of this process and of its descendants (on Linux, /proc/PID/task)."""
+    import psutil
+
+    me = psutil.Process()
+    ids = set()
+    for process in (me, *me.children(recursive=True)):
+        with contextlib.suppress(psutil.Error):
+            ids.update(thread.id for thread in process.threads())
+    return ids
+
+
+def lower_back(before: set[int]) -> int:
+    """Lower by BOOST the priority of every thread of this process tree that is not in ``before`` (started under the
+    boost, so it inherited it), passing over again until a pass finds none new (a Ray process may start threads
+    meanwhile, from a thread not yet lowered). How many threads it lowered."""
+    lowered: set[int] = set()
+    while True:
+        fresh = _threads_of_this_process_tree() - before - lowered
+        if not fresh:
+            return len(lowered)
+        for thread in fresh:
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + BOOST))
+        lowered |= fresh
 
 
 def print_costs(results) -> None:

@@ -183,3 +183,56 @@ def test_a_modules_minutes_and_peak_are_those_of_the_tiers_the_session_selected(
     assert module_figure(per_tier, BACKGROUND_PEAK_GIB, default=True, extended=True) == 10.5
     assert module_figure(per_tier, BACKGROUND_MINUTES, default=False, extended=True) == 4.0
     assert module_figure(SimpleNamespace(), BACKGROUND_MINUTES, default=True, extended=True) == 0.0
+
+
+def test_a_ray_start_up_is_ahead_only_while_it_starts():
+    """What starts under ahead_of_the_background_runs (a process, a thread, a process's own thread) runs at the
+    raised priority inside, and at the session's once the block ends; threads that existed before are untouched."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from tests.background_runs import BOOST, ahead_of_the_background_runs
+
+    original = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, original - 1)  # a raised priority needs root (CI and this machine are)
+    except PermissionError:
+        pytest.skip("raising a priority needs root: ahead_of_the_background_runs changes nothing here")
+    os.setpriority(os.PRIO_PROCESS, 0, original)
+
+    def nice(thread_id):
+        return os.getpriority(os.PRIO_PROCESS, thread_id)
+
+    def sleeper(seconds, out):
+        out.append(threading.get_native_id())
+        time.sleep(seconds)
+
+    older = []
+    threading.Thread(target=sleeper, args=(5, older), daemon=True).start()
+    while not older:
+        time.sleep(0.01)
+    # a child that starts a thread of its own and prints both ids
+    child_code = ("import os, threading, time\n"
+                  "ids = []\n"
+                  "threading.Thread(target=lambda: (ids.append(threading.get_native_id()), time.sleep(60)), daemon=True).start()\n"
+                  "time.sleep(0.2)\n"
+                  "print(os.getpid(), ids[0], flush=True)\n"
+                  "time.sleep(60)\n")
+    with ahead_of_the_background_runs():
+        inside = []
+        threading.Thread(target=sleeper, args=(5, inside), daemon=True).start()
+        child = subprocess.Popen([sys.executable, "-c", child_code], stdout=subprocess.PIPE, text=True)
+        child_pid, child_thread = map(int, child.stdout.readline().split())
+        while not inside:
+            time.sleep(0.01)
+        raised = [nice(0), nice(inside[0]), nice(child_pid), nice(child_thread), nice(older[0])]
+    try:
+        after = [nice(0), nice(inside[0]), nice(child_pid), nice(child_thread), nice(older[0])]
+    finally:
+        child.kill()
+        child.wait()
+    boosted = original - BOOST
+    assert raised == [boosted, boosted, boosted, boosted, original]
+    assert after == [original] * 5
