@@ -16,6 +16,8 @@ Kinds:
 - ``call``: verl-ext calls a private method;
 - ``patch``: verl-ext replaces a function or method for every caller in the process;
 - ``attribute write`` / ``attribute read``: verl-ext sets or reads verl's private state;
+- ``environment variable``: verl-ext sets an environment variable that the listed verl code reads (there is no
+  config key for it);
 - ``import hook``: verl-ext registers or patches something when verl imports this module (a row of
   :func:`verl_ext.plugin.wiring`, the one table of them); the entry names the object that must live in that module.
 
@@ -35,7 +37,8 @@ PATCH = "patch"
 ATTRIBUTE_WRITE = "attribute write"
 ATTRIBUTE_READ = "attribute read"
 IMPORT_HOOK = "import hook"
-KINDS = (OVERRIDE, CALL, PATCH, ATTRIBUTE_WRITE, ATTRIBUTE_READ, IMPORT_HOOK)
+ENVIRONMENT_VARIABLE = "environment variable"
+KINDS = (OVERRIDE, CALL, PATCH, ATTRIBUTE_WRITE, ATTRIBUTE_READ, IMPORT_HOOK, ENVIRONMENT_VARIABLE)
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,11 @@ VERL_INTERNALS: tuple[VerlInternal, ...] = (
                  ("backend", "init_method", "timeout", "world_size", "rank", "store", "group_name", "pg_options",
                   "device_id", "_ranks"),
                  read_in=("verl.utils.distributed:initialize_global_process_group_ray",), token="cpu:gloo,"),
+    VerlInternal("verl.utils.distributed", "initialize_global_process_group_ray", ENVIRONMENT_VARIABLE,
+                 "DIST_INIT_METHOD: verl's workers pass it to init_process_group as its init_method; the CPU profile "
+                 "sets it to the loopback rendezvous (torch's env:// serves rank 0's store on every interface)",
+                 "verl_ext/cpu/profile.py, verl_ext/cpu_runtime/loopback_store.py", ("timeout_second", "backend"),
+                 read_in=("verl.utils.distributed:initialize_global_process_group_ray",), token="DIST_INIT_METHOD"),
     VerlInternal("torch.distributed.fsdp", "CPUOffloadPolicy.__init__", PATCH,
                  "unpinned_cpu_offload: verl's FSDP engine builds CPUOffloadPolicy(pin_memory=True) for the reference "
                  "policy, and pinning needs an NVIDIA driver; on a CPU nothing is pinned", CPU_PATCHES,

@@ -347,9 +347,6 @@ def test_the_multi_rank_quickstart_sharded_the_actor_and_served_from_two_replica
 
 
 RAY_OF = ["main_ppo's own", "the in-process session's"]
-# torch.distributed's TCPStore, which the trainer's rank 0 (a WorkerDict) serves for init_process_group, binds to every
-# interface ('::') whatever MASTER_ADDR says (torch 2.11; its gloo pairs follow MASTER_ADDR): not Ray's, not yet fixed
-TORCH_STORE = ("ray::WorkerDict", frozenset({"::"}))
 
 
 def listeners_of(runs, ray: str) -> list:
@@ -367,38 +364,25 @@ def beyond_loopback(listeners) -> dict:
             if listener.addresses - LOOPBACK}
 
 
-def is_torch_store(listener) -> bool:
-    """A trainer worker whose only socket beyond loopback is on '::': torch's store (TORCH_STORE)."""
-    from tests.listening_sockets import LOOPBACK
-
-    return listener.name == TORCH_STORE[0] and listener.addresses - LOOPBACK == TORCH_STORE[1]
-
-
 @pytest.mark.parametrize("ray", RAY_OF)
-def test_every_socket_of_a_cpu_runs_ray_listens_on_loopback_only(runs, ray):
+def test_every_socket_of_a_cpu_run_listens_on_loopback_only(runs, ray):
     """Ray's default node IP is the machine's network address: every socket of a Ray started with it listens on all
-    interfaces (the GCS, the raylet's two servers, the agents, each worker). On the CPU backend Ray listens on
-    loopback only: both the quickstart's ``main_ppo``, which starts its own Ray with the CPU profile's
-    ``ray_kwargs.ray_init`` in a child process, and the in-process session (``CPURaySession``: the lab, the tests, the
-    benchmarks), started in a process that imported Ray before the profile's environment was set. Sampled every 2 s
-    in the whole process tree while the runs went on (tests/listening_sockets.py); a local cluster's nodes:
-    tests/cpu/test_local_cluster.py. torch's store is the next test's."""
+    interfaces (the GCS, the raylet's two servers, the agents, each worker); torch's env:// serves the trainer's
+    rendezvous store (rank 0, a WorkerDict) on every interface whatever MASTER_ADDR says. On the CPU backend both
+    listen on loopback only: the quickstart's ``main_ppo``, which starts its own Ray with the CPU profile's
+    ``ray_kwargs.ray_init`` in a child process, and the in-process session (``CPURaySession``: the lab, the tests,
+    the benchmarks), started in a process that imported Ray before the profile's environment was set. Sampled
+    every 2 s in the whole process tree while the runs went on (tests/listening_sockets.py); a local cluster's
+    nodes: tests/cpu/test_local_cluster.py."""
     listeners = listeners_of(runs, ray)
     names = [listener.name for listener in listeners]
-    # its own GCS and raylet (the quickstart's Ray under its main_ppo child), and the run's Ray workers
+    # its own GCS and raylet (the quickstart's Ray under its main_ppo child), the run's Ray workers, and the trainer's
+    # two ranks (rank 0 serves the process group's store)
     assert "gcs_server" in names and "raylet" in names, names
     assert len([name for name in names if name.startswith("ray::")]) >= 2, names
-    outside = beyond_loopback(listener for listener in listeners if not is_torch_store(listener))
+    assert "ray::WorkerDict" in names, names
+    outside = beyond_loopback(listeners)
     assert not outside, outside
-
-
-@pytest.mark.xfail(strict=True, reason="torch's TCPStore (the trainer's init_process_group) binds to '::' whatever "
-                                       "MASTER_ADDR says; strict: this fails once it listens on loopback")
-@pytest.mark.parametrize("ray", RAY_OF)
-def test_the_trainers_torch_distributed_store_listens_on_loopback_only(runs, ray):
-    """The known gap, kept visible: the trainer's rank 0 serves torch.distributed's store on every interface."""
-    workers = [listener for listener in listeners_of(runs, ray) if listener.name == TORCH_STORE[0]]
-    assert not beyond_loopback(workers)  # none seen listening at all passes: strict, that fails too
 
 
 def test_delayed_sync_at_zero_staleness_is_verls_sync_step_for_step(runs):

@@ -51,7 +51,7 @@ def test_private_rollout_registry_is_still_how_verl_finds_adapters():
 
 
 PROBE = """
-import json, torch, verl
+import json, sys, torch, verl
 from verl.plugin.platform import get_platform
 from verl_ext.cpu_runtime.patches import active_patches
 platform = get_platform()
@@ -60,8 +60,22 @@ report = {
     "class": type(platform).__name__,
     "patches": list(active_patches()),
     "init_process_group_patched": hasattr(torch.distributed.init_process_group, "__verl_ext_patch__"),
+    "loopback_scheme": "verl-ext-loopback" in sys.modules["torch.distributed.rendezvous"]._rendezvous_handlers,
 }
 if platform.device_name == "cpu":
+    # verl's own process-group start-up, with the CPU profile's DIST_INIT_METHOD: where does rank 0's store listen?
+    import os, socket, psutil
+    from verl.utils.distributed import initialize_global_process_group_ray
+    from verl_ext.cpu.profile import cpu_environment
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    os.environ.update(DIST_INIT_METHOD=cpu_environment()["DIST_INIT_METHOD"], MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+    initialize_global_process_group_ray(timeout_second=120)
+    report["store_listens_on"] = sorted(connection.laddr.ip for connection in psutil.Process().net_connections("tcp")
+                                        if connection.status == "LISTEN" and connection.laddr.port == port)
+    torch.distributed.destroy_process_group()
     module = platform.device_module
     free, total = module.mem_get_info()
     device = platform.current_device()
@@ -96,9 +110,14 @@ def test_cpu_platform_when_selected_with_its_patches():
     assert report["auto_detected"] is False
     assert set(report["patches"]) == {patch.name for patch in patches.PATCHES}
     assert report["init_process_group_patched"] is True
+    # verl's init_process_group in a CPU run: rank 0's store listens on MASTER_ADDR only (torch's env:// would
+    # listen on '::', every interface: verl_ext.cpu_runtime.loopback_store)
+    assert report["loopback_scheme"] is True
+    assert report["store_listens_on"] == ["127.0.0.1"]
 
 
 def test_not_selected_without_verl_platform_and_no_patches():
     report = probe(None)
     assert report["class"] != "CPUPlatform"
     assert report["patches"] == [] and report["init_process_group_patched"] is False
+    assert report["loopback_scheme"] is True  # registered everywhere: only a DIST_INIT_METHOD naming it uses it

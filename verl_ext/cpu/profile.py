@@ -26,6 +26,7 @@ from typing import Iterable, Optional, Sequence
 
 from verl_ext.checks.arguments import split_at_double_dash
 from verl_ext.cpu.ray_loopback import LOOPBACK_REASON, LOOPBACK_VARIABLE
+from verl_ext.cpu_runtime.loopback_store import INIT_METHOD, INIT_METHOD_REASON, INIT_METHOD_VARIABLE
 from verl_ext.cpu_runtime.topology import (
     MINI_BATCH_SIZE,
     ROLLOUT_N,
@@ -63,6 +64,7 @@ ENVIRONMENT_REASONS = {
                                             "instead of torch.save: 0.06 instead of 0.43 ms of CPU per response "
                                             "(0.07 instead of 0.24 ms to unpickle), on the critical path of generation"),
     LOOPBACK_VARIABLE: ("0", LOOPBACK_REASON),
+    INIT_METHOD_VARIABLE: (INIT_METHOD, INIT_METHOD_REASON),
     **OFFLINE_RUN_ENVIRONMENT,
 }
 

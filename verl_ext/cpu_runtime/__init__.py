@@ -8,6 +8,7 @@ driver, trainer workers and rollout servers. Nothing here starts a run (that is 
 - :mod:`~verl_ext.cpu_runtime.checkpoint_engine` -- the ``gloo`` checkpoint engine (weights trainer -> rollout);
 - :mod:`~verl_ext.cpu_runtime.sharded_checkpoint` -- the actor's weights in verl's sharded checkpoint, joined;
 - :mod:`~verl_ext.cpu_runtime.patches` -- the patches a CPU run needs (listed in :mod:`verl_ext.verl_internals`);
+- :mod:`~verl_ext.cpu_runtime.loopback_store` -- torch.distributed's rendezvous store on loopback only;
 - :mod:`~verl_ext.cpu_runtime.topology` -- trainer ranks x nodes, and what such a topology needs from Ray,
   checked in the driver before Ray starts;
 - :mod:`~verl_ext.cpu_runtime.registration` -- ``register_cpu_backend()``, called by :mod:`verl_ext.plugin`.

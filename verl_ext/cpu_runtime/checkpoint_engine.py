@@ -13,7 +13,7 @@ exactly the path a GPU run takes -- verl's ``CheckpointEngineManager.update_weig
 The group (rebuilt at every push, as ``nccl``'s ``rebuild_group=True``): rank 0 is actor rank 0, the only
 sender (the other actor ranks get rank -1 and only walk the weight generator, which is collective over the
 actor's FSDP group); ranks 1..R are the rollout workers. Rank 0 hosts the rendezvous (a ``TCPStore`` it
-opens in ``prepare`` on a free port). Weights travel in buckets of
+opens in ``prepare`` on a free port of its node IP, listening there only: :mod:`verl_ext.cpu_runtime.loopback_store`). Weights travel in buckets of
 ``checkpoint_engine.update_weights_bucket_megabytes``; each bucket is three broadcasts from rank 0: a
 header ``[h, b]`` (int64), the pickled bucket description (``h`` bytes: verl's ``TensorMeta`` of every
 chunk, ``is_last``, the version) and the ``b`` payload bytes, each chunk at an offset aligned to 16 bytes. verl's ``split_weight_chunks`` /
@@ -49,6 +49,7 @@ from verl.workers.rollout.utils import ensure_async_iterator
 
 from verl_ext import metric_names
 from verl_ext.checkpoint_backends import CPU_BACKEND
+from verl_ext.cpu_runtime.loopback_store import serve_store
 from verl_ext.cpu_runtime.weight_checksum import combine_digests, tensor_digest
 
 logger = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ class GlooCheckpointEngine(CheckpointEngine):
         if not self.is_master:
             return WorkerMetadata()
         host = _node_ip()
-        self._store = torch.distributed.TCPStore(host, 0, is_master=True, timeout=self.timeout, wait_for_workers=False)
+        self._store = serve_store(host, 0, timeout=self.timeout, wait_for_workers=False)  # listening on host only
         self._rendezvous = Rendezvous(host=host, port=int(self._store.port))
         return WorkerMetadata(rendezvous=self._rendezvous)
 

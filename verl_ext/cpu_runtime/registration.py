@@ -11,6 +11,8 @@
   so it always finds ``cpu`` there);
 - checkpoint-engine backend ``gloo`` (:mod:`verl_ext.cpu_runtime.checkpoint_engine`) in
   ``verl.checkpoint_engine.CheckpointEngineRegistry`` (public), likewise when verl imports that registry;
+- the rendezvous scheme of :mod:`verl_ext.cpu_runtime.loopback_store` (torch's public
+  ``register_rendezvous_handler``), at once: only a ``DIST_INIT_METHOD`` that names it uses it;
 - the patches of :mod:`verl_ext.cpu_runtime.patches`, only when the CPU platform is selected.
 
 Nothing here imports verl's rollout stack, nor a verl_ext module that does: verl runs this while
@@ -19,6 +21,7 @@ Nothing here imports verl's rollout stack, nor a verl_ext module that does: verl
 
 from __future__ import annotations
 
+from verl_ext.cpu_runtime.loopback_store import register_scheme
 from verl_ext.cpu_runtime.platform import PLATFORM_NAME, cpu_platform_class, is_cpu_platform_selected
 from verl_ext.import_hooks import OnImport, install
 
@@ -58,13 +61,14 @@ ON_IMPORT = (
 
 def register_cpu_backend() -> None:
     """Register the ``cpu`` platform now, the rollout and the checkpoint engine when verl imports their
-    registries; install the CPU patches when ``VERL_PLATFORM=cpu``."""
+    registries, and the loopback rendezvous now; install the CPU patches when ``VERL_PLATFORM=cpu``."""
     from verl.plugin.platform import PlatformRegistry
 
     platform_class = cpu_platform_class()
     if PlatformRegistry.get(PLATFORM_NAME) is not platform_class:
         PlatformRegistry.register(platform=PLATFORM_NAME)(platform_class)
     install(ON_IMPORT)
+    register_scheme()
 
     if is_cpu_platform_selected():
         from verl_ext.cpu_runtime.patches import apply_cpu_patches
