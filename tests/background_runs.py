@@ -350,24 +350,8 @@ def _terminate(process: Optional[subprocess.Popen]) -> None:
             continue
 
 
-# The CPU share of a child's session against the session of the tests (Linux autogroups: the CPU is shared between
-# sessions first, then between a session's processes by nice value, so a nice value inside a session does not reach
-# the tests). Measured at an equal share (2026-11-29): while a child started two runs, its session took 1.5 of the two
-# cores and each test process 0.2-0.5 of a core, waiting to run for 50-80% of the time; a test of ~1 s then took 60-90 s
-# and once hit its 120-s limit. At nice 5 (weight 335 against 1024) the tests come first while they want the cores.
-SESSION_NICE = 5
-
-
-def behind_the_tests() -> None:
-    """Give this process's session (a child started with its own session: its Ray and runs) the lower CPU share
-    SESSION_NICE, where Linux has autogroups (/proc/self/autogroup; a raised value needs no privilege)."""
-    with contextlib.suppress(OSError):
-        Path("/proc/self/autogroup").write_text(f"{SESSION_NICE}\n")
-
-
 def main(argv: list[str]) -> int:
     module_file, out = Path(argv[0]), Path(argv[1])
-    behind_the_tests()
     spec = importlib.util.spec_from_file_location(f"background_{module_file.stem}", module_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -236,20 +236,3 @@ def test_a_ray_start_up_is_ahead_only_while_it_starts():
     boosted = original - BOOST
     assert raised == [boosted, boosted, boosted, boosted, original]
     assert after == [original] * 5
-
-
-@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no Linux autogroups here: nothing to lower")
-def test_a_child_runs_in_a_session_of_its_own_behind_the_tests(tmp_path, background):
-    """The child's session (its Ray, its runs) gets the lower CPU share SESSION_NICE; the tests' session keeps its own."""
-    from tests.background_runs import SESSION_NICE
-
-    reading = module(tmp_path, "reading", """
-        import os
-        def background_runs(root):
-            return {"autogroup": open("/proc/self/autogroup").read().split(), "session": os.getsid(0)}
-    """)
-    background.enqueue(reading)
-    child = background.results(reading)
-    mine = open("/proc/self/autogroup").read().split()
-    assert child["session"] != os.getsid(0) and child["autogroup"][0] != mine[0]
-    assert child["autogroup"][1:] == ["nice", str(SESSION_NICE)]
