@@ -13,7 +13,8 @@ exactly the path a GPU run takes -- verl's ``CheckpointEngineManager.update_weig
 The group (rebuilt at every push, as ``nccl``'s ``rebuild_group=True``): rank 0 is actor rank 0, the only
 sender (the other actor ranks get rank -1 and only walk the weight generator, which is collective over the
 actor's FSDP group); ranks 1..R are the rollout workers. Rank 0 hosts the rendezvous (a ``TCPStore`` it
-opens in ``prepare`` on a free port of its node IP, listening there only: :mod:`verl_ext.cpu_runtime.loopback_store`). Weights travel in buckets of
+opens in ``prepare`` on a free port of its node IP, listening there only:
+:mod:`verl_ext.cpu_runtime.loopback_store`). Weights travel in buckets of
 ``checkpoint_engine.update_weights_bucket_megabytes``; each bucket is three broadcasts from rank 0: a
 header ``[h, b]`` (int64), the pickled bucket description (``h`` bytes: verl's ``TensorMeta`` of every
 chunk, ``is_last``, the version) and the ``b`` payload bytes, each chunk at an offset aligned to 16 bytes. verl's ``split_weight_chunks`` /

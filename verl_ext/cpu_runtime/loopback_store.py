@@ -38,7 +38,7 @@ def serve_store(host: str, port: int, world_size: Optional[int] = None, timeout:
                 **kwargs):
     """Rank 0's ``TCPStore`` listening on ``host`` only (``port`` 0: a free one; the store's ``port`` says which).
     ``kwargs`` go to ``TCPStore`` (``wait_for_workers``, ``multi_tenant``, ``use_libuv``)."""
-    from torch.distributed import TCPStore
+    from verl.utils.distributed import create_tcp_store  # hands the bound socket to torch (master_listen_fd)
 
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     listener = socket.socket(family, socket.SOCK_STREAM)
@@ -46,16 +46,11 @@ def serve_store(host: str, port: int, world_size: Optional[int] = None, timeout:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(address)
         listener.listen(socket.SOMAXCONN)
-        bound_port = listener.getsockname()[1]
     except OSError:
         listener.close()
         raise
-    descriptor = listener.detach()  # the store owns it from here
-    try:
-        return TCPStore(host, bound_port, world_size, True, timeout, master_listen_fd=descriptor, **kwargs)
-    except Exception:
-        os.close(descriptor)
-        raise
+    return create_tcp_store(host, listener.getsockname()[1], listener, world_size=world_size, is_master=True,
+                            timeout=timeout, **kwargs)
 
 
 def _required(variable: str) -> str:
