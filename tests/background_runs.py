@@ -14,6 +14,12 @@ returned, waiting while it still runs (a module nobody queued is run then).
 The child is ``python -m tests.background_runs MODULE_FILE OUT``: it imports the test module from its file,
 calls ``background_runs(OUT/work)`` and writes ``OUT/results.pickle`` (under a temporary name, then
 renamed: complete or absent); its output goes to ``OUT/child.log``, whose end a failure shows.
+
+Each child is a session of its own, and Linux shares the CPU between sessions first (autogroups): a child's Ray and
+workers would weigh as much as pytest's two test processes together, more while the child starts its runs (1.5-1.7 of
+two cores, measured: a ~1-s unit test then took 90 s). So a child's session runs at a lower priority
+(:data:`BACKGROUND_NICE`) except while one of its Ray nodes starts (:func:`ray_node_starting`), which has Ray's hard
+30-s limit to register (:class:`Pacer`).
 """
 
 from __future__ import annotations
@@ -68,6 +74,7 @@ class Job:
     process: Optional[subprocess.Popen] = None
     failure: Optional[str] = None
     seconds: Optional[float] = None
+    nice: Optional[int] = None  # its session's autogroup nice value as last set (None: not set, or not possible here)
 
 
 class BackgroundRuns:
@@ -91,6 +98,8 @@ class BackgroundRuns:
                         for index in range(workers)]
         for thread in self.threads:
             thread.start()
+        self.pacer = threading.Thread(target=self._pace, name="background-runs-pacer", daemon=True)
+        self.pacer.start()
 
     def widen(self) -> None:
         """From now on, two children at a time (once): what the session calls when its own tests are done and it
@@ -142,6 +151,21 @@ class BackgroundRuns:
         for process in running:
             _terminate(process)
 
+    def _pace(self) -> None:
+        """Every PACE_SECONDS: each running child's session at autogroup nice 0 while one of its Ray nodes starts,
+        BACKGROUND_NICE otherwise (nothing where this kernel has no autogroups)."""
+        while True:
+            with self.lock:
+                if self.closed:
+                    return
+                jobs = [job for job in self.running if job.process is not None]
+            for job in jobs:
+                wanted = 0 if ray_node_starting(job.process.pid) else BACKGROUND_NICE
+                if job.nice != wanted and set_autogroup_nice(job.process.pid, wanted):
+                    job.nice = wanted
+            with self.lock:
+                self.wakeup.wait(PACE_SECONDS)
+
     def _next_job(self) -> Optional[Job]:
         """The first queued job whose peak fits beside the running ones (any job when none runs)."""
         in_use = sum(job.peak_gib for job in self.running)
@@ -185,6 +209,8 @@ class BackgroundRuns:
                     cwd=REPO, env={**self.environment, **job.environment}, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
+            if set_autogroup_nice(job.process.pid, BACKGROUND_NICE):  # it imports its module first: no Ray yet
+                job.nice = BACKGROUND_NICE
             job.started.set()
             try:
                 returncode = job.process.wait(timeout=TIMEOUT_SECONDS)
@@ -271,6 +297,68 @@ def default_runs_wanted() -> bool:
     """In a child: whether the session selected the module's tests outside the extended tier; ``pytest -m extended``
     says no, and background_runs then skips the runs only they read (unset, a child started by hand: yes)."""
     return yes_or_no(os.environ.get(DEFAULT_TIER_ENV, "1"), DEFAULT_TIER_ENV)
+
+
+# --- the children's CPU share (the module docstring) ---------------------------------------------------------------
+
+BACKGROUND_NICE = 5  # a child session's autogroup nice value but while a Ray node of it starts (0): ~1/4 of the CPU
+# beside a busy pytest session instead of ~1/2 (weights 335 and 1024); measured in the README's command from a clean
+# clone: the unit tests were done after ~11 minutes instead of 16-17 (docs/results.md)
+RAY_NODE_PROCESSES = ("gcs_server", "raylet")  # the processes of a Ray node, as the kernel names them
+RAY_START_SECONDS = 45  # a node process younger than this is starting: Ray's 30-s registration limit and a margin
+PACE_SECONDS = 1.0  # how often the pacer looks (a pass reads /proc: ~4 ms per 70 processes)
+
+
+def ray_node_starting(session: int, now: Optional[float] = None) -> bool:
+    """Whether a Ray node process (:data:`RAY_NODE_PROCESSES`) of the session ``session`` (a session leader's pid)
+    is younger than :data:`RAY_START_SECONDS` at ``now`` (a time.time(); default: now). Sessions, not process trees:
+    ``ray start`` (a several-node cluster) leaves its node processes to the init process."""
+    import psutil
+
+    now = time.time() if now is None else now
+    for process in psutil.process_iter(["name", "create_time"]):
+        if process.info["name"] not in RAY_NODE_PROCESSES or now - process.info["create_time"] >= RAY_START_SECONDS:
+            continue
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            if os.getsid(process.pid) == session:
+                return True
+    return False
+
+
+def autogroup_nice(pid) -> Optional[int]:
+    """The autogroup nice value of ``pid``'s session (a pid, or "self") (``/proc/PID/autogroup``: "/autogroup-N nice V"); None where the
+    kernel has none or the process is gone."""
+    try:
+        with open(f"/proc/{pid}/autogroup", encoding="ascii") as file:
+            return int(file.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def set_autogroup_nice(pid: int, nice: int) -> bool:
+    """Set the autogroup nice value of ``pid``'s session (0 to 19: raising one back to 0 needs no privilege; the kernel
+    takes one change per 100 ms from a user without CAP_SYS_ADMIN, so a refusal for that is tried again). Whether it
+    was set; False where autogroups are off or missing, or the process is gone."""
+    if not _autogroups_on():
+        return False
+    for _ in range(5):
+        try:
+            with open(f"/proc/{pid}/autogroup", "w", encoding="ascii") as file:
+                file.write(str(nice))
+            return True
+        except BlockingIOError:  # EAGAIN: another change less than 100 ms ago
+            time.sleep(0.1)
+        except OSError:
+            return False
+    return False
+
+
+def _autogroups_on() -> bool:
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled", encoding="ascii") as file:
+            return file.read().strip() == "1"
+    except OSError:
+        return False
 
 
 BOOST = 10  # how much higher the priority of a Ray start-up is (nice values) under ahead_of_the_background_runs

@@ -236,3 +236,59 @@ def test_a_ray_start_up_is_ahead_only_while_it_starts():
     boosted = original - BOOST
     assert raised == [boosted, boosted, boosted, boosted, original]
     assert after == [original] * 5
+
+
+# A module whose child records its own session's autogroup nice value as the pacer sets it: before, while and after a
+# process named like a Ray node (a copy of `sleep`) runs in its session.
+PACED = """
+    import shutil, subprocess, time
+    from pathlib import Path
+    from tests.background_runs import autogroup_nice
+    def background_runs(root):
+        root.mkdir(parents=True)
+        def settles_at(value):  # the pacer looks every half second: wait until it has set VALUE (a guard of 20 s)
+            give_up = time.monotonic() + 20
+            while autogroup_nice("self") != value and time.monotonic() < give_up:
+                time.sleep(0.05)
+            return autogroup_nice("self")
+        seen = [settles_at({background})]
+        node = root / "raylet"
+        shutil.copy(shutil.which("sleep"), node)
+        process = subprocess.Popen([str(node), "30"])
+        seen.append(settles_at(0))
+        process.kill()
+        process.wait()
+        seen.append(settles_at({background}))
+        return seen
+"""
+
+
+def test_a_childs_session_runs_at_a_lower_priority_but_while_its_ray_node_starts(tmp_path, background):
+    from tests.background_runs import BACKGROUND_NICE, _autogroups_on
+
+    if not _autogroups_on():
+        pytest.skip("this kernel shares the CPU without autogroups (/proc/sys/kernel/sched_autogroup_enabled)")
+    paced = module(tmp_path, "paced", PACED.format(background=BACKGROUND_NICE))
+    assert background.results(paced) == [BACKGROUND_NICE, 0, BACKGROUND_NICE]
+
+
+def test_a_ray_node_process_counts_as_starting_only_in_its_session_and_while_young(tmp_path):
+    import shutil
+    import subprocess
+    import time
+
+    from tests.background_runs import RAY_START_SECONDS, ray_node_starting
+
+    node = tmp_path / "gcs_server"
+    shutil.copy(shutil.which("sleep"), node)
+    process = subprocess.Popen([str(node), "30"], start_new_session=True)
+    try:
+        while not ray_node_starting(process.pid) and process.poll() is None:
+            time.sleep(0.05)  # until /proc shows its name (the test's time limit guards it)
+        assert ray_node_starting(process.pid)
+        assert not ray_node_starting(os.getsid(0))  # this session has none
+        assert not ray_node_starting(process.pid, now=time.time() + RAY_START_SECONDS)  # started long ago
+    finally:
+        process.kill()
+        process.wait()
+    assert not ray_node_starting(process.pid)
