@@ -19,7 +19,7 @@ Each child is a session of its own, and Linux shares the CPU between sessions fi
 workers would weigh as much as pytest's two test processes together, more while the child starts its runs (1.5-1.7 of
 two cores, measured: a ~1-s unit test then took 90 s). So a child's session runs at a lower priority
 (:data:`BACKGROUND_NICE`) except while one of its Ray nodes starts (:func:`ray_node_starting`), which has Ray's hard
-30-s limit to register (:class:`Pacer`).
+30-s limit to register (:meth:`BackgroundRuns._pace`).
 """
 
 from __future__ import annotations
@@ -160,9 +160,7 @@ class BackgroundRuns:
                     return
                 jobs = [job for job in self.running if job.process is not None]
             for job in jobs:
-                wanted = 0 if ray_node_starting(job.process.pid) else BACKGROUND_NICE
-                if job.nice != wanted and set_autogroup_nice(job.process.pid, wanted):
-                    job.nice = wanted
+                _pace_job(job)
             with self.lock:
                 self.wakeup.wait(PACE_SECONDS)
 
@@ -209,8 +207,7 @@ class BackgroundRuns:
                     cwd=REPO, env={**self.environment, **job.environment}, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-            if set_autogroup_nice(job.process.pid, BACKGROUND_NICE):  # it imports its module first: no Ray yet
-                job.nice = BACKGROUND_NICE
+            _pace_job(job)  # at once, not at the pacer's next look: the child's first seconds are imports, no Ray yet
             job.started.set()
             try:
                 returncode = job.process.wait(timeout=TIMEOUT_SECONDS)
@@ -309,6 +306,14 @@ RAY_START_SECONDS = 45  # a node process younger than this is starting: Ray's 30
 PACE_SECONDS = 1.0  # how often the pacer looks (a pass reads /proc: ~4 ms per 70 processes)
 
 
+def _pace_job(job: Job) -> None:
+    """``job``'s child's session at autogroup nice 0 while one of its Ray nodes starts, BACKGROUND_NICE otherwise
+    (written only when it changes)."""
+    wanted = 0 if ray_node_starting(job.process.pid) else BACKGROUND_NICE
+    if job.nice != wanted and set_autogroup_nice(job.process.pid, wanted):
+        job.nice = wanted
+
+
 def ray_node_starting(session: int, now: Optional[float] = None) -> bool:
     """Whether a Ray node process (:data:`RAY_NODE_PROCESSES`) of the session ``session`` (a session leader's pid)
     is younger than :data:`RAY_START_SECONDS` at ``now`` (a time.time(); default: now). Sessions, not process trees:
@@ -326,8 +331,8 @@ def ray_node_starting(session: int, now: Optional[float] = None) -> bool:
 
 
 def autogroup_nice(pid) -> Optional[int]:
-    """The autogroup nice value of ``pid``'s session (a pid, or "self") (``/proc/PID/autogroup``: "/autogroup-N nice V"); None where the
-    kernel has none or the process is gone."""
+    """The autogroup nice value of the session of ``pid`` (a pid, or "self"), read from ``/proc/PID/autogroup``
+    ("/autogroup-N nice V"); None where the kernel has none or the process is gone."""
     try:
         with open(f"/proc/{pid}/autogroup", encoding="ascii") as file:
             return int(file.read().split()[-1])

@@ -246,7 +246,7 @@ PACED = """
     from tests.background_runs import autogroup_nice
     def background_runs(root):
         root.mkdir(parents=True)
-        def settles_at(value):  # the pacer looks every half second: wait until it has set VALUE (a guard of 20 s)
+        def settles_at(value):  # the pacer looks once a second: wait until it has set VALUE (a guard of 20 s)
             give_up = time.monotonic() + 20
             while autogroup_nice("self") != value and time.monotonic() < give_up:
                 time.sleep(0.05)
